@@ -1,0 +1,205 @@
+package session
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// ProtocolVersion is the AG-UI protocol version kerneld speaks.
+const ProtocolVersion = "1.0"
+
+// Outcome is how a run that ended with RUN_FINISHED went.
+type Outcome string
+
+// RUN_FINISHED outcomes.
+const (
+	OutcomeSuccess   Outcome = "success"
+	OutcomeCancelled Outcome = "cancelled"
+)
+
+// Reasons a cancelled run carries in metadata.kerneld.reason.
+const (
+	ReasonCancelled   = "cancelled"   // POST …/cancel, or the session was closed or deleted
+	ReasonInterrupted = "interrupted" // a new input interrupted the run
+)
+
+// object builds one AG-UI event object; it starts with its type member.
+type object []byte
+
+func newObject(t EventType) object {
+	o := make(object, 0, 96)
+	o = append(o, `{"type":"`...)
+	o = append(o, t...)
+	return append(o, '"')
+}
+
+func (o object) key(k string) object {
+	o = append(o, ',', '"')
+	o = append(o, k...)
+	return append(o, '"', ':')
+}
+
+func (o object) str(k, v string) object { return appendString(o.key(k), v) }
+
+// optStr adds k only when v is not empty: AG-UI optional fields are absent,
+// never null or "".
+func (o object) optStr(k, v string) object {
+	if v == "" {
+		return o
+	}
+	return o.str(k, v)
+}
+
+func (o object) raw(k string, v []byte) object { return append(o.key(k), v...) }
+
+func (o object) event(t EventType) Event {
+	return Event{Type: t, Data: json.RawMessage(append(o, '}'))}
+}
+
+// RunStarted opens a run. threadID is the session id.
+func RunStarted(threadID, runID string) Event {
+	return newObject(EventRunStarted).str("threadId", threadID).str("runId", runID).
+		str("protocolVersion", ProtocolVersion).event(EventRunStarted)
+}
+
+// RunFinished closes a run that succeeded or was cancelled. A cancelled run
+// says why in metadata.kerneld.reason.
+func RunFinished(threadID, runID string, outcome Outcome, reason string, usage Usage) Event {
+	o := newObject(EventRunFinished).str("threadId", threadID).str("runId", runID)
+	o = append(o.key("outcome"), `{"type":`...)
+	o = append(appendString(o, string(outcome)), '}')
+	ev := o.raw("usage", appendUsage(nil, usage)).event(EventRunFinished)
+	if reason != "" {
+		ev.Meta = metaString("reason", reason)
+	}
+	return ev
+}
+
+// RunErrored closes a run that failed; code is one of the ErrorCode values.
+func RunErrored(code, message string, usage Usage) Event {
+	return newObject(EventRunError).str("message", message).str("code", code).
+		raw("usage", appendUsage(nil, usage)).event(EventRunError)
+}
+
+func appendUsage(b []byte, u Usage) []byte {
+	b = append(b, `[{"inputTokens":`...)
+	b = strconv.AppendInt(b, u.InputTokens, 10)
+	b = append(b, `,"outputTokens":`...)
+	b = strconv.AppendInt(b, u.OutputTokens, 10)
+	b = append(b, `,"totalTokens":`...)
+	b = strconv.AppendInt(b, u.InputTokens+u.OutputTokens, 10)
+	return append(b, "}]"...)
+}
+
+// TextMessageStart opens a text message from role.
+func TextMessageStart(messageID string, role Role) Event {
+	return newObject(EventTextMessageStart).str("messageId", messageID).str("role", string(role)).
+		event(EventTextMessageStart)
+}
+
+// TextMessageContent carries a piece of a text message; delta must not be empty.
+func TextMessageContent(messageID, delta string) Event {
+	return newObject(EventTextMessageContent).str("messageId", messageID).str("delta", delta).
+		event(EventTextMessageContent)
+}
+
+// TextMessageEnd closes a text message.
+func TextMessageEnd(messageID string) Event {
+	return newObject(EventTextMessageEnd).str("messageId", messageID).event(EventTextMessageEnd)
+}
+
+// ReasoningStart opens a reasoning span.
+func ReasoningStart(messageID string) Event {
+	return newObject(EventReasoningStart).str("messageId", messageID).event(EventReasoningStart)
+}
+
+// ReasoningMessageStart opens a reasoning message inside a reasoning span.
+func ReasoningMessageStart(messageID string) Event {
+	return newObject(EventReasoningMessageStart).str("messageId", messageID).str("role", "reasoning").
+		event(EventReasoningMessageStart)
+}
+
+// ReasoningMessageContent carries a piece of reasoning text.
+func ReasoningMessageContent(messageID, delta string) Event {
+	return newObject(EventReasoningMessageContent).str("messageId", messageID).str("delta", delta).
+		event(EventReasoningMessageContent)
+}
+
+// ReasoningMessageEnd closes a reasoning message.
+func ReasoningMessageEnd(messageID string) Event {
+	return newObject(EventReasoningMessageEnd).str("messageId", messageID).event(EventReasoningMessageEnd)
+}
+
+// ReasoningEnd closes a reasoning span.
+func ReasoningEnd(messageID string) Event {
+	return newObject(EventReasoningEnd).str("messageId", messageID).event(EventReasoningEnd)
+}
+
+// ToolCallStart opens a tool call made in the assistant message parentMessageID.
+func ToolCallStart(toolCallID, name, parentMessageID string) Event {
+	return newObject(EventToolCallStart).str("toolCallId", toolCallID).str("toolCallName", name).
+		optStr("parentMessageId", parentMessageID).event(EventToolCallStart)
+}
+
+// ToolCallArgs carries a piece of a tool call's JSON arguments.
+func ToolCallArgs(toolCallID, delta string) Event {
+	return newObject(EventToolCallArgs).str("toolCallId", toolCallID).str("delta", delta).
+		event(EventToolCallArgs)
+}
+
+// ToolCallEnd closes a tool call's arguments.
+func ToolCallEnd(toolCallID string) Event {
+	return newObject(EventToolCallEnd).str("toolCallId", toolCallID).event(EventToolCallEnd)
+}
+
+// ToolCallResult carries a tool's result as the tool message messageID. A
+// failed call says so in metadata.kerneld.isError.
+func ToolCallResult(messageID, toolCallID, content string, isError bool) Event {
+	ev := newObject(EventToolCallResult).str("messageId", messageID).str("toolCallId", toolCallID).
+		str("content", content).str("role", string(RoleTool)).event(EventToolCallResult)
+	if isError {
+		ev.Meta = json.RawMessage(`{"isError":true}`)
+	}
+	return ev
+}
+
+// StepStarted opens a named step of a run.
+func StepStarted(name string) Event {
+	return newObject(EventStepStarted).str("stepName", name).event(EventStepStarted)
+}
+
+// StepFinished closes a named step of a run.
+func StepFinished(name string) Event {
+	return newObject(EventStepFinished).str("stepName", name).event(EventStepFinished)
+}
+
+// Custom is a kerneld event with no AG-UI equivalent; name starts with
+// "kerneld.". value must marshal to JSON.
+func Custom(name string, value any) Event {
+	v, err := json.Marshal(value)
+	if err != nil {
+		v = []byte("null")
+	}
+	return newObject(EventCustom).str("name", name).raw("value", v).event(EventCustom)
+}
+
+// metaString returns {"key":"value"} for Event.Meta.
+func metaString(key, value string) json.RawMessage {
+	b := append([]byte(`{"`), key...)
+	b = append(b, `":`...)
+	return json.RawMessage(append(appendString(b, value), '}'))
+}
+
+// Fields decodes the event's AG-UI object, for readers that need a member
+// (recovery, tests). It is not for hot paths.
+func (e *Event) Fields() map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(e.Data, &m) // Data is always an object this package built
+	return m
+}
+
+// Member returns the named string member of the event's AG-UI object, or "".
+func (e *Event) Member(name string) string {
+	s, _ := e.Fields()[name].(string)
+	return s
+}

@@ -1,0 +1,106 @@
+// Package agents owns agent definitions: the Spec type, the YAML files in
+// configs/agents that describe agents, and the Registry the kernel looks
+// them up in.
+//
+// It describes agents and builds each one's model provider; it must not run
+// them (that is the kernel's job), call models or tools, or know about HTTP.
+package agents
+
+import (
+	"time"
+
+	"github.com/kerneld/kerneld/internal/llm"
+)
+
+// Defaults for what an agent file leaves out. They bound a runaway agent
+// while leaving room for ordinary multi-step tool use.
+const (
+	defaultMaxTurns           = 16
+	defaultMaxChildren        = 5
+	defaultMaxDepth           = 1
+	defaultRunTimeout         = 10 * time.Minute
+	defaultMaxHistoryMessages = 200
+)
+
+// Spec is one agent definition. Specs handed out by a Registry share their
+// slices and maps with it, so callers must treat them as read-only.
+type Spec struct {
+	Name         string
+	Description  string
+	Model        llm.ModelConfig
+	SystemPrompt string
+	Tools        []ToolRef // the only tools this agent may call
+	MaxTurns     int       // model calls per run; default 16
+	Limits       Limits
+	Memory       MemoryPolicy
+	File         string       // the file it was loaded from ("" when built in code)
+	Provider     llm.Provider // built from Model by the provider's factory; never nil in a Registry
+}
+
+// ToolRef is an agent's permission to call one tool.
+type ToolRef struct {
+	Name string
+	// RequireApproval makes every call wait for a human to approve it.
+	RequireApproval bool
+}
+
+// Limits bound what one run of the agent may do.
+type Limits struct {
+	MaxChildren int           // child sessions one run may spawn; default 5
+	MaxDepth    int           // how deep children may nest below a root session; default 1
+	RunTimeout  time.Duration // wall-clock limit of a run; default 10m
+}
+
+// MemoryPolicy bounds the conversation history kept for the model.
+type MemoryPolicy struct {
+	MaxHistoryMessages int // default 200
+}
+
+// Tool returns the agent's reference to the named tool, if it lists it.
+// The kernel asks before every tool call, because a model may name a tool
+// the agent was never given.
+func (s Spec) Tool(name string) (ToolRef, bool) {
+	for _, t := range s.Tools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return ToolRef{}, false
+}
+
+// Options are what loading needs from the rest of kerneld. They are passed
+// in rather than imported so agents does not depend on every provider and
+// tool package.
+type Options struct {
+	Providers map[string]llm.Factory // by provider name: "scripted", later "openai", "anthropic"
+	KnownTool func(name string) bool // reports whether a tool name exists; nil accepts any
+	Getenv    func(string) string    // for ${VAR} expansion; nil means os.Getenv
+}
+
+// withDefaults fills the zero fields of s. Code-built specs cannot say
+// "zero children" this way; files can, because their defaults are applied
+// before decoding (see defaultSpec).
+func withDefaults(s Spec) Spec {
+	if s.MaxTurns == 0 {
+		s.MaxTurns = defaultMaxTurns
+	}
+	if s.Limits.MaxChildren == 0 {
+		s.Limits.MaxChildren = defaultMaxChildren
+	}
+	if s.Limits.MaxDepth == 0 {
+		s.Limits.MaxDepth = defaultMaxDepth
+	}
+	if s.Limits.RunTimeout == 0 {
+		s.Limits.RunTimeout = defaultRunTimeout
+	}
+	if s.Memory.MaxHistoryMessages == 0 {
+		s.Memory.MaxHistoryMessages = defaultMaxHistoryMessages
+	}
+	return s
+}
+
+// defaultSpec is the starting point a file is decoded over, so a field the
+// file sets explicitly (even to 0) keeps the file's value.
+func defaultSpec() Spec {
+	return withDefaults(Spec{})
+}

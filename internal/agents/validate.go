@@ -1,0 +1,152 @@
+package agents
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+)
+
+// namePattern keeps agent names safe in URLs, logs and file names.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// maxMaxTurns caps max_turns so a typo cannot make a run loop for hours.
+const maxMaxTurns = 1000
+
+// sourceError is a problem with one agent definition. Its text starts with
+// where the agent came from, so an operator knows which file to fix. It
+// matches errdefs.ErrInvalid and also unwraps to the underlying cause.
+type sourceError struct {
+	source string
+	err    error
+}
+
+func (e *sourceError) Error() string   { return e.source + ": " + e.err.Error() }
+func (e *sourceError) Unwrap() []error { return []error{errdefs.ErrInvalid, e.err} }
+
+// source names where s came from: its file, or the agent for one built in
+// code.
+func source(s Spec) string {
+	if s.File != "" {
+		return s.File
+	}
+	return fmt.Sprintf("agent %q", s.Name)
+}
+
+// fieldError reports a problem with one field, e.g. "max_turns: must be ...".
+func fieldError(field, format string, args ...any) error {
+	return errors.New(field + ": " + fmt.Sprintf(format, args...))
+}
+
+// prepare validates s and builds its Provider if it has none. Errors name
+// the source and the field.
+func prepare(s Spec, opts Options) (Spec, error) {
+	if err := validate(s, opts); err != nil {
+		return Spec{}, &sourceError{source: source(s), err: err}
+	}
+	if s.Provider == nil {
+		p, err := opts.Providers[s.Model.Provider](s.Model)
+		if err == nil && p == nil {
+			err = fmt.Errorf("provider %q built no model", s.Model.Provider)
+		}
+		if err != nil {
+			return Spec{}, &sourceError{source: source(s), err: fmt.Errorf("model: %w", err)}
+		}
+		s.Provider = p
+	}
+	s.Tools = slices.Clip(s.Tools) // an append by a reader must not write into the registry's array
+	return s, nil
+}
+
+// validate checks s, whose defaults are already applied, field by field
+// and returns the first problem.
+func validate(s Spec, opts Options) error {
+	if err := validateName(s.Name); err != nil {
+		return err
+	}
+	if err := validateModel(s, opts); err != nil {
+		return err
+	}
+	if err := validateLimits(s); err != nil {
+		return err
+	}
+	return validateTools(s.Tools, opts.KnownTool)
+}
+
+// validateName checks the agent's name.
+func validateName(name string) error {
+	switch {
+	case name == "":
+		return fieldError("name", "required")
+	case !namePattern.MatchString(name):
+		return fieldError("name", "%q must be 1-64 characters of A-Z, a-z, 0-9, '_', '.', '-'", name)
+	}
+	return nil
+}
+
+// validateModel checks that a provider can be built for s. A spec that
+// brings its own Provider needs no factory.
+func validateModel(s Spec, opts Options) error {
+	if s.Model.MaxTokens < 0 {
+		return fieldError("model.max_tokens", "must not be negative")
+	}
+	if s.Provider != nil {
+		return nil
+	}
+	if s.Model.Provider == "" {
+		return fieldError("model.provider", "required")
+	}
+	if opts.Providers[s.Model.Provider] == nil {
+		return fieldError("model.provider", "unknown provider %q (known: %s)", s.Model.Provider, knownProviders(opts))
+	}
+	return nil
+}
+
+// knownProviders lists the provider names opts offers, for error messages.
+func knownProviders(opts Options) string {
+	names := slices.Sorted(maps.Keys(opts.Providers))
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// validateLimits checks max_turns, limits and memory.
+func validateLimits(s Spec) error {
+	switch {
+	case s.MaxTurns < 1 || s.MaxTurns > maxMaxTurns:
+		return fieldError("max_turns", "must be between 1 and %d, got %d", maxMaxTurns, s.MaxTurns)
+	case s.Limits.MaxChildren < 0:
+		return fieldError("limits.max_children", "must not be negative")
+	case s.Limits.MaxDepth < 0:
+		return fieldError("limits.max_depth", "must not be negative")
+	case s.Limits.RunTimeout <= 0:
+		return fieldError("limits.run_timeout", "must be positive")
+	case s.Memory.MaxHistoryMessages < 1:
+		return fieldError("memory.max_history_messages", "must be at least 1")
+	}
+	return nil
+}
+
+// validateTools checks that every tool is named once and exists.
+func validateTools(refs []ToolRef, known func(string) bool) error {
+	seen := make(map[string]int, len(refs))
+	for i, t := range refs {
+		field := fmt.Sprintf("tools[%d]", i)
+		if t.Name == "" {
+			return fieldError(field+".name", "required")
+		}
+		if j, dup := seen[t.Name]; dup {
+			return fieldError(field, "duplicate tool %q (also tools[%d])", t.Name, j)
+		}
+		if known != nil && !known(t.Name) {
+			return fieldError(field, "unknown tool %q", t.Name)
+		}
+		seen[t.Name] = i
+	}
+	return nil
+}

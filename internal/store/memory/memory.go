@@ -1,0 +1,130 @@
+// Package memory is kerneld's in-process store: sessions, runs, messages,
+// memory entries and event logs held in maps and slices, with the same
+// semantics as the durable backends and nothing that survives the process.
+//
+// It serves tests and --store=memory, and satisfies kernel.Store. It must
+// not log, do I/O or start goroutines, and it holds no kernel logic: it
+// stores what it is given.
+//
+// Locking: a store-wide RWMutex guards only the map from session id to
+// record (and the sorted id list); each record has its own RWMutex for
+// that session's data. Appending to one session therefore never waits on
+// another session's appends. When both are taken, the store lock comes
+// first; nothing takes it while holding a record lock.
+package memory
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// Store is an in-process store. The zero value is not usable; call New.
+// Every method is safe for concurrent use. Contexts are accepted for the
+// interface's sake and ignored: no operation blocks on I/O.
+type Store struct {
+	mu       sync.RWMutex
+	sessions map[string]*record
+	ids      []string // every session id, ascending, for ListSessions paging
+}
+
+// record is one session with everything that belongs to it.
+type record struct {
+	mu      sync.RWMutex
+	deleted bool // set by DeleteSession so holders of a stale pointer fail
+	sess    session.Session
+	runs    []session.Run // ascending by id
+	msgs    []session.Message
+	memory  map[string]session.MemoryEntry // nil until the first PutMemory
+	pages   [][]session.Event              // the log, paged: seq s is at index s-1
+	arena   []byte                         // backing store for events' Data and Meta
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{sessions: make(map[string]*record)}
+}
+
+// Close releases nothing: the store holds no resources beyond memory. It
+// exists so the store closes like the durable backends.
+func (s *Store) Close() error { return nil }
+
+// Ping reports that the store can serve requests, which it always can.
+func (s *Store) Ping(ctx context.Context) error { return nil }
+
+// record returns the live record of session id. Callers lock it and must
+// re-check deleted, since DeleteSession may win the race for its lock.
+func (s *Store) record(id string) (*record, error) {
+	s.mu.RLock()
+	rec := s.sessions[id]
+	s.mu.RUnlock()
+	if rec == nil {
+		return nil, sessionNotFound(id)
+	}
+	return rec, nil
+}
+
+// read runs fn on session id's record under its read lock.
+func (s *Store) read(id string, fn func(*record) error) error {
+	rec, err := s.record(id)
+	if err != nil {
+		return err
+	}
+	rec.mu.RLock()
+	defer rec.mu.RUnlock()
+	if rec.deleted {
+		return sessionNotFound(id)
+	}
+	return fn(rec)
+}
+
+// write runs fn on session id's record under its write lock.
+func (s *Store) write(id string, fn func(*record) error) error {
+	rec, err := s.record(id)
+	if err != nil {
+		return err
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.deleted {
+		return sessionNotFound(id)
+	}
+	return fn(rec)
+}
+
+func sessionNotFound(id string) error {
+	return errdefs.New(errdefs.ErrNotFound, "session_not_found", "session %s not found", id)
+}
+
+func runNotFound(id string) error {
+	return errdefs.New(errdefs.ErrNotFound, "run_not_found", "run %s not found", id)
+}
+
+func keyNotFound(key string) error {
+	return errdefs.New(errdefs.ErrNotFound, "memory_key_not_found", "memory key %q not found", key)
+}
+
+// cloneRun returns r sharing no memory with the original.
+func cloneRun(r session.Run) session.Run {
+	if r.Error != nil {
+		e := *r.Error
+		r.Error = &e
+	}
+	return r
+}
+
+// cloneMessage returns m sharing no memory with the original.
+func cloneMessage(m session.Message) session.Message {
+	m.ToolCalls = slices.Clone(m.ToolCalls)
+	return m
+}
+
+// cloneEntry returns e sharing no memory with the original.
+func cloneEntry(e session.MemoryEntry) session.MemoryEntry {
+	e.Value = bytes.Clone(e.Value)
+	return e
+}

@@ -1,0 +1,249 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+var runTests = []test{
+	{"create and get keep every field", testRunRoundTrip},
+	{"create in an unknown session is not found", testRunUnknownSession},
+	{"create with a taken id is a conflict", testRunDuplicate},
+	{"unknown run is not found", testRunNotFound},
+	{"update replaces the run", testRunUpdate},
+	{"list pages newest first", testRunListPaging},
+	{"find by idempotency key", testRunIdempotency},
+	{"list by state spans sessions oldest first", testRunsByState},
+	{"values never alias the store", testRunAliasing},
+}
+
+// newRun returns a queued run of session sessionID, not yet stored, with
+// edits applied.
+func newRun(sessionID string, edits ...func(*session.Run)) session.Run {
+	r := session.Run{
+		ID: newID(), SessionID: sessionID, State: session.RunQueued,
+		Input: "hello", CreatedAt: at(0),
+	}
+	for _, edit := range edits {
+		edit(&r)
+	}
+	return r
+}
+
+// mustCreateRun stores newRun(sessionID, edits...) and returns it.
+func mustCreateRun(tb testing.TB, st kernel.Store, sessionID string, edits ...func(*session.Run)) session.Run {
+	tb.Helper()
+	r := newRun(sessionID, edits...)
+	require.NoError(tb, st.CreateRun(tb.Context(), r), "create run")
+	return r
+}
+
+// mustGetRun returns the stored run.
+func mustGetRun(tb testing.TB, st kernel.Store, sessionID, runID string) session.Run {
+	tb.Helper()
+	r, err := st.GetRun(tb.Context(), sessionID, runID)
+	require.NoError(tb, err, "get run %s", runID)
+	return r
+}
+
+// created returns an edit setting a run's CreatedAt, state and key.
+func created(n int, state session.RunState, key string) func(*session.Run) {
+	return func(r *session.Run) { r.CreatedAt, r.State, r.IdempotencyKey = at(n), state, key }
+}
+
+// runIDs returns the ids of rs in order.
+func runIDs(rs []session.Run) []string {
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+func testRunRoundTrip(t *testing.T, st kernel.Store) {
+	s := mustCreateSession(t, st)
+	want := mustCreateRun(t, st, s.ID, func(r *session.Run) {
+		r.State, r.Input, r.IdempotencyKey = session.RunFailed, "what is 2+2? ✓", "key-1"
+		r.CreatedAt, r.StartedAt, r.EndedAt = at(1), at(2), at(3)
+		r.Error = &session.RunError{Code: session.ErrorCodeModel, Message: "rate limited"}
+		r.Usage = session.Usage{InputTokens: 1234, OutputTokens: 56}
+		r.StartSeq, r.EndSeq = 1, 42
+	})
+	assert.Equal(t, normRun(want), normRun(mustGetRun(t, st, s.ID, want.ID)))
+}
+
+func testRunUnknownSession(t *testing.T, st kernel.Store) {
+	requireNotFound(t, st.CreateRun(t.Context(), newRun(newID())), "session_not_found")
+}
+
+func testRunDuplicate(t *testing.T, st kernel.Store) {
+	s := mustCreateSession(t, st)
+	orig := mustCreateRun(t, st, s.ID)
+	dup := newRun(s.ID, func(r *session.Run) { r.ID, r.Input = orig.ID, "other" })
+	requireErr(t, st.CreateRun(t.Context(), dup), errdefs.ErrConflict, "")
+	assert.Equal(t, "hello", mustGetRun(t, st, s.ID, orig.ID).Input, "the original survives")
+}
+
+func testRunNotFound(t *testing.T, st kernel.Store) {
+	ctx := t.Context()
+	s, other := mustCreateSession(t, st), mustCreateSession(t, st)
+	r := mustCreateRun(t, st, s.ID)
+	_, err := st.GetRun(ctx, s.ID, newID())
+	requireNotFound(t, err, "run_not_found")
+	_, err = st.GetRun(ctx, other.ID, r.ID)
+	requireNotFound(t, err, "run_not_found")
+	_, err = st.GetRun(ctx, newID(), r.ID)
+	requireNotFound(t, err, "session_not_found")
+	requireNotFound(t, st.UpdateRun(ctx, newRun(s.ID)), "run_not_found")
+	requireNotFound(t, st.UpdateRun(ctx, newRun(newID())), "session_not_found")
+	_, err = st.ListRuns(ctx, newID(), "", 0)
+	requireNotFound(t, err, "session_not_found")
+}
+
+func testRunUpdate(t *testing.T, st kernel.Store) {
+	ctx := t.Context()
+	s := mustCreateSession(t, st)
+	r := mustCreateRun(t, st, s.ID, created(1, session.RunQueued, "k"))
+	require.NoError(t, r.Transition(session.RunRunning, at(2)))
+	r.StartSeq = 1
+	require.NoError(t, st.UpdateRun(ctx, r))
+	assert.Equal(t, normRun(r), normRun(mustGetRun(t, st, s.ID, r.ID)))
+
+	require.NoError(t, r.Transition(session.RunFailed, at(3)))
+	r.Error = &session.RunError{Code: session.ErrorCodeTimeout, Message: "run timed out"}
+	r.Usage, r.EndSeq = session.Usage{InputTokens: 10, OutputTokens: 20}, 7
+	require.NoError(t, st.UpdateRun(ctx, r))
+	assert.Equal(t, normRun(r), normRun(mustGetRun(t, st, s.ID, r.ID)))
+
+	r.Error = nil // replace, not merge
+	require.NoError(t, st.UpdateRun(ctx, r))
+	assert.Nil(t, mustGetRun(t, st, s.ID, r.ID).Error)
+}
+
+func testRunListPaging(t *testing.T, st kernel.Store) {
+	s, other := mustCreateSession(t, st), mustCreateSession(t, st)
+	var want []session.Run // newest first
+	for i := range 5 {
+		want = append([]session.Run{mustCreateRun(t, st, s.ID, created(i, session.RunSucceeded, ""))}, want...)
+		mustCreateRun(t, st, other.ID)
+	}
+	tests := []struct {
+		name   string
+		before string
+		limit  int
+		want   []session.Run
+	}{
+		{"all", "", 0, want},
+		{"first page", "", 2, want[:2]},
+		{"second page", want[1].ID, 2, want[2:4]},
+		{"last page", want[3].ID, 2, want[4:]},
+		{"before the oldest", want[4].ID, 0, nil},
+		{"limit above count", "", 50, want},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := st.ListRuns(t.Context(), s.ID, tt.before, tt.limit)
+			require.NoError(t, err)
+			assert.Equal(t, runIDs(tt.want), runIDs(got))
+			assert.Equal(t, normAll(tt.want, normRun), normAll(got, normRun))
+		})
+	}
+}
+
+func testRunIdempotency(t *testing.T, st kernel.Store) {
+	s, other := mustCreateSession(t, st), mustCreateSession(t, st)
+	mustCreateRun(t, st, s.ID, created(10, session.RunSucceeded, "k"))
+	newer := mustCreateRun(t, st, s.ID, created(20, session.RunRunning, "k"))
+	mustCreateRun(t, st, s.ID, created(30, session.RunQueued, "other"))
+	mustCreateRun(t, st, s.ID, created(40, session.RunQueued, ""))
+	otherRun := mustCreateRun(t, st, other.ID, created(50, session.RunQueued, "k"))
+
+	tests := []struct {
+		name      string
+		sessionID string
+		key       string
+		since     time.Time
+		want      *session.Run // nil: not found
+	}{
+		{"newest match of the session wins", s.ID, "k", at(0), &newer},
+		{"since at creation matches", s.ID, "k", at(20), &newer},
+		{"since excludes older runs", s.ID, "k", at(21), nil},
+		{"since at the older run still picks the newest", s.ID, "k", at(10), &newer},
+		{"unknown key", s.ID, "nope", at(0), nil},
+		{"key of another session", other.ID, "other", at(0), nil},
+		{"same key in another session", other.ID, "k", at(0), &otherRun},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := st.FindRunByIdempotencyKey(t.Context(), tt.sessionID, tt.key, tt.since)
+			if tt.want == nil {
+				requireNotFound(t, err, "run_not_found")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, normRun(*tt.want), normRun(got))
+		})
+	}
+	t.Run("unknown session", func(t *testing.T) {
+		_, err := st.FindRunByIdempotencyKey(t.Context(), newID(), "k", at(0))
+		requireNotFound(t, err, "session_not_found")
+	})
+}
+
+func testRunsByState(t *testing.T, st kernel.Store) {
+	ctx := t.Context()
+	a, b := mustCreateSession(t, st), mustCreateSession(t, st)
+	a1 := mustCreateRun(t, st, a.ID, created(1, session.RunQueued, ""))
+	b1 := mustCreateRun(t, st, b.ID, created(2, session.RunRunning, ""))
+	a2 := mustCreateRun(t, st, a.ID, created(3, session.RunRunning, ""))
+	b2 := mustCreateRun(t, st, b.ID, created(4, session.RunSucceeded, ""))
+	a3 := mustCreateRun(t, st, a.ID, created(5, session.RunWaitingInput, ""))
+
+	list := func(states ...session.RunState) []session.Run {
+		t.Helper()
+		got, err := st.ListRunsByState(ctx, states...)
+		require.NoError(t, err)
+		return normAll(got, normRun)
+	}
+	assert.Equal(t, normAll([]session.Run{a1, b1, a2}, normRun), list(session.RunRunning, session.RunQueued))
+	assert.Equal(t, normAll([]session.Run{a3}, normRun), list(session.RunWaitingInput))
+	assert.Equal(t, normAll([]session.Run{b2}, normRun), list(session.RunSucceeded))
+	assert.Empty(t, list(session.RunFailed))
+	assert.Empty(t, list())
+
+	require.NoError(t, a1.Transition(session.RunRunning, at(6)))
+	require.NoError(t, st.UpdateRun(ctx, a1))
+	assert.Equal(t, []string{a1.ID, b1.ID, a2.ID}, runIDs(list(session.RunRunning)), "an update keeps creation order")
+}
+
+func testRunAliasing(t *testing.T, st kernel.Store) {
+	ctx := t.Context()
+	s := mustCreateSession(t, st)
+	r := newRun(s.ID, created(1, session.RunFailed, ""))
+	r.Error = &session.RunError{Code: session.ErrorCodeInternal, Message: "boom"}
+	require.NoError(t, st.CreateRun(ctx, r))
+	r.Error.Message = "changed after create"
+
+	got := mustGetRun(t, st, s.ID, r.ID)
+	got.Error.Message = "changed after get"
+	listed, err := st.ListRuns(ctx, s.ID, "", 0)
+	require.NoError(t, err)
+	listed[0].Error.Message = "changed after list"
+	byState, err := st.ListRunsByState(ctx, session.RunFailed)
+	require.NoError(t, err)
+	byState[0].Error.Message = "changed after list by state"
+	assert.Equal(t, "boom", mustGetRun(t, st, s.ID, r.ID).Error.Message)
+
+	upd := mustGetRun(t, st, s.ID, r.ID)
+	upd.Error = &session.RunError{Code: session.ErrorCodeInternal, Message: "updated"}
+	require.NoError(t, st.UpdateRun(ctx, upd))
+	upd.Error.Message = "changed after update"
+	assert.Equal(t, "updated", mustGetRun(t, st, s.ID, r.ID).Error.Message)
+}

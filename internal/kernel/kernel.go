@@ -1,0 +1,234 @@
+// Package kernel is kerneld's multi-session runtime. It creates and loads
+// sessions, accepts runs, drives the agent loop (model calls, tool calls,
+// cancellation, limits) and emits every event through the event log and
+// then its observers.
+//
+// The kernel is the one service internal/httpapi calls. It never imports
+// net/http: transport concerns stay in httpapi, storage behind Store.
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kerneld/kerneld/internal/agents"
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+	"github.com/kerneld/kerneld/internal/tools"
+)
+
+// Limits bound what clients and agents may store and do.
+type Limits struct {
+	MaxNameLength       int           // session name, in bytes
+	MaxMetadataKeys     int           // per session
+	MaxMetadataKeyLen   int           // bytes
+	MaxMetadataValueLen int           // bytes
+	MaxInputBytes       int           // run input
+	MaxMemoryEntries    int           // per session
+	MaxMemoryValueBytes int           // one value's JSON text
+	ToolConcurrency     int           // tool calls of one model turn run at once
+	ToolTimeout         time.Duration // one tool call
+	IdempotencyWindow   time.Duration // how long an Idempotency-Key is remembered
+}
+
+// DefaultLimits returns the limits kerneld uses unless configured otherwise.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxNameLength:       256,
+		MaxMetadataKeys:     64,
+		MaxMetadataKeyLen:   64,
+		MaxMetadataValueLen: 512,
+		MaxInputBytes:       256 << 10,
+		MaxMemoryEntries:    256,
+		MaxMemoryValueBytes: 64 << 10,
+		ToolConcurrency:     4,
+		ToolTimeout:         2 * time.Minute,
+		IdempotencyWindow:   24 * time.Hour,
+	}
+}
+
+// Config is what New needs. Agents, Tools and Store are required.
+type Config struct {
+	Agents    *agents.Registry
+	Tools     *tools.Registry
+	Store     Store
+	Observers []Observer // see every event after it is durable, in order
+	Logger    *slog.Logger
+	Now       func() time.Time // defaults to time.Now
+	Limits    Limits           // zero fields take DefaultLimits values
+}
+
+// Kernel owns all live runs and the goroutines that execute them.
+type Kernel struct {
+	agents    *agents.Registry
+	tools     *tools.Registry
+	store     Store
+	observers []Observer
+	log       *slog.Logger
+	now       func() time.Time
+	limits    Limits
+
+	ctx    context.Context // parent of every run; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // one per run goroutine
+
+	mu     sync.Mutex
+	closed bool                  // Close was called; new runs are refused
+	active map[string]*activeRun // by session id: the run executing now
+
+	// sessionLocks serialise read-modify-write of one session's record
+	// (state, active run, name, metadata). Striped so memory stays bounded
+	// however many sessions exist; unrelated sessions rarely share a stripe.
+	sessionLocks [256]sync.Mutex
+	lockSeed     maphash.Seed
+}
+
+// activeRun is a run whose goroutine is executing.
+type activeRun struct {
+	runID  string
+	ctx    context.Context // the run's own context, child of Kernel.ctx
+	cancel context.CancelCauseFunc
+	done   chan struct{} // closed when the run has ended and been recorded
+}
+
+// New returns a kernel. Call Close to stop it.
+func New(cfg Config) (*Kernel, error) {
+	if cfg.Agents == nil || cfg.Tools == nil || cfg.Store == nil {
+		return nil, errors.New("kernel: agents, tools and store are required")
+	}
+	k := &Kernel{
+		agents:    cfg.Agents,
+		tools:     cfg.Tools,
+		store:     cfg.Store,
+		observers: cfg.Observers,
+		log:       cfg.Logger,
+		now:       cfg.Now,
+		limits:    withDefaults(cfg.Limits),
+		active:    make(map[string]*activeRun),
+		lockSeed:  maphash.MakeSeed(),
+	}
+	if k.log == nil {
+		k.log = slog.New(slog.DiscardHandler)
+	}
+	if k.now == nil {
+		k.now = time.Now
+	}
+	k.ctx, k.cancel = context.WithCancel(context.Background())
+	return k, nil
+}
+
+// withDefaults fills the zero fields of l from DefaultLimits.
+func withDefaults(l Limits) Limits {
+	d := DefaultLimits()
+	fill := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	fill(&l.MaxNameLength, d.MaxNameLength)
+	fill(&l.MaxMetadataKeys, d.MaxMetadataKeys)
+	fill(&l.MaxMetadataKeyLen, d.MaxMetadataKeyLen)
+	fill(&l.MaxMetadataValueLen, d.MaxMetadataValueLen)
+	fill(&l.MaxInputBytes, d.MaxInputBytes)
+	fill(&l.MaxMemoryEntries, d.MaxMemoryEntries)
+	fill(&l.MaxMemoryValueBytes, d.MaxMemoryValueBytes)
+	fill(&l.ToolConcurrency, d.ToolConcurrency)
+	if l.ToolTimeout <= 0 {
+		l.ToolTimeout = d.ToolTimeout
+	}
+	if l.IdempotencyWindow <= 0 {
+		l.IdempotencyWindow = d.IdempotencyWindow
+	}
+	return l
+}
+
+// Close refuses new runs, cancels the running ones (they end as
+// interrupted, closing everything they opened) and waits for them to be
+// recorded, or for ctx to end.
+func (k *Kernel) Close(ctx context.Context) error {
+	k.mu.Lock()
+	k.closed = true
+	for _, ar := range k.active {
+		ar.cancel(errShutdown)
+	}
+	k.mu.Unlock()
+	k.cancel()
+	done := make(chan struct{})
+	go func() { k.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("close kernel: %w", ctx.Err())
+	}
+}
+
+// Ready reports whether the kernel can serve: not closing, store reachable.
+func (k *Kernel) Ready(ctx context.Context) error {
+	k.mu.Lock()
+	closed := k.closed
+	k.mu.Unlock()
+	if closed {
+		return errdefs.New(errdefs.ErrUnavailable, "shutting_down", "kerneld is shutting down")
+	}
+	if err := k.store.Ping(ctx); err != nil {
+		return errdefs.New(errdefs.ErrUnavailable, "store_unavailable", "store is unavailable")
+	}
+	return nil
+}
+
+// Agents returns every agent definition, sorted by name.
+func (k *Kernel) Agents() []agents.Spec { return k.agents.List() }
+
+// Agent returns the named agent definition.
+func (k *Kernel) Agent(name string) (agents.Spec, error) { return k.agents.Get(name) }
+
+// Tool returns the named tool's definition.
+func (k *Kernel) Tool(name string) (tools.Definition, bool) {
+	t, ok := k.tools.Get(name)
+	if !ok {
+		return tools.Definition{}, false
+	}
+	return t.Definition(), true
+}
+
+// lockSession locks the stripe guarding session id's record and returns
+// the unlock function.
+func (k *Kernel) lockSession(id string) func() {
+	m := &k.sessionLocks[maphash.String(k.lockSeed, id)%uint64(len(k.sessionLocks))]
+	m.Lock()
+	return m.Unlock
+}
+
+// emit stamps evs as events of run runID in session sessionID, appends them
+// durably (assigning seqs in place), then hands them to the observers.
+func (k *Kernel) emit(ctx context.Context, sessionID, runID string, evs ...session.Event) error {
+	now := k.now()
+	for i := range evs {
+		evs[i].SessionID, evs[i].RunID, evs[i].Time = sessionID, runID, now
+	}
+	if err := k.store.AppendEvents(ctx, evs); err != nil {
+		return fmt.Errorf("append events: %w", err)
+	}
+	for _, o := range k.observers {
+		o.ObserveEvents(evs)
+	}
+	return nil
+}
+
+// newID returns a new time-ordered id.
+func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// validID reports whether id could be one kerneld issued, so malformed path
+// ids answer not-found without touching the store.
+func validID(id string) bool {
+	_, err := uuid.Parse(id)
+	return err == nil && len(id) == 36
+}

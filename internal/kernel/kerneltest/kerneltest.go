@@ -1,0 +1,209 @@
+// Package kerneltest builds real kernels for tests: the memory store, the
+// built-in tools plus test tools, and scripted agents defined in YAML. Only
+// the model is fake, and it is kerneld's own scripted model.
+package kerneltest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kerneld/kerneld/internal/agents"
+	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/llm"
+	"github.com/kerneld/kerneld/internal/llm/scripted"
+	"github.com/kerneld/kerneld/internal/store/memory"
+	"github.com/kerneld/kerneld/internal/tools"
+)
+
+// Agents every test kernel has, unless Options.Agents replaces them.
+const (
+	// Echo streams its input back word by word, at once.
+	Echo = `
+name: echo
+description: echoes its input
+model: {provider: scripted, script: [{text: "{input}"}]}
+tools: [current_time, memory_get, memory_set]
+`
+	// ToolUser calls current_time, then answers.
+	ToolUser = `
+name: tooluser
+description: calls a tool, then answers
+model:
+  provider: scripted
+  script:
+    - {text: "Checking the time.", tool_calls: [{name: current_time, arguments: {timezone: UTC}}]}
+    - {text: "Done."}
+tools: [current_time]
+`
+	// Failing fails after two tokens.
+	Failing = `
+name: failing
+description: fails mid-answer
+model: {provider: scripted, script: [{text: "one two three four"}], error: "model overloaded", fail_after_tokens: 2}
+`
+	// Slow streams one token every 20ms, for cancelling mid-message.
+	Slow = `
+name: slow
+description: answers slowly
+model: {provider: scripted, token_delay: 20ms, script: [{text: "a b c d e f g h i j k l m n o p q r s t u v w x y z"}]}
+`
+	// Waiter calls the blocking test tool "wait", for cancelling mid-tool.
+	Waiter = `
+name: waiter
+description: calls a tool that blocks
+model:
+  provider: scripted
+  script:
+    - {text: "Waiting.", tool_calls: [{name: wait}, {name: current_time}]}
+    - {text: "Done."}
+tools: [wait, current_time]
+`
+	// Looper calls a tool on every turn, so it runs into max_turns.
+	Looper = `
+name: looper
+description: never stops calling tools
+model: {provider: scripted, script: [{text: "again", tool_calls: [{name: current_time}]}]}
+tools: [current_time]
+max_turns: 3
+`
+	// Clumsy calls a tool that fails, a tool it may not use and a tool with
+	// bad arguments, then answers.
+	Clumsy = `
+name: clumsy
+description: makes bad tool calls
+model:
+  provider: scripted
+  script:
+    - {tool_calls: [{name: fail}, {name: forbidden_tool}, {name: current_time, arguments: {timezone: Nowhere/Else}}]}
+    - {text: "Recovered."}
+tools: [fail, current_time]
+`
+	// Parent may have children two levels deep, at most two at a time.
+	Parent = `
+name: parent
+description: has children
+model: {provider: scripted, script: [{text: "ok"}]}
+limits: {max_children: 2, max_depth: 2}
+`
+)
+
+// DefaultAgents are the agents a test kernel has by default.
+var DefaultAgents = []string{Echo, ToolUser, Failing, Slow, Waiter, Looper, Clumsy, Parent}
+
+// Options configure New.
+type Options struct {
+	Agents    []string // YAML agent definitions; nil means DefaultAgents
+	Observers []kernel.Observer
+	Limits    kernel.Limits
+	Store     kernel.Store // nil means a fresh memory store
+	Now       func() time.Time
+}
+
+// Kernel is a test kernel with the pieces a test may want to reach.
+type Kernel struct {
+	*kernel.Kernel
+	Store kernel.Store
+	Wait  *WaitTool
+}
+
+// New returns a kernel closed when the test ends.
+func New(tb testing.TB, opts Options) *Kernel {
+	tb.Helper()
+	wait := NewWaitTool()
+	reg := tools.NewRegistry(append(tools.Builtins(), wait, FailTool{})...)
+	registry := mustAgents(tb, opts.Agents, reg)
+	if opts.Store == nil {
+		opts.Store = memory.New()
+	}
+	k, err := kernel.New(kernel.Config{
+		Agents: registry, Tools: reg, Store: opts.Store, Observers: opts.Observers,
+		Limits: opts.Limits, Now: opts.Now,
+	})
+	if err != nil {
+		tb.Fatalf("new kernel: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := k.Close(ctx); err != nil {
+			tb.Errorf("close kernel: %v", err)
+		}
+	})
+	return &Kernel{Kernel: k, Store: opts.Store, Wait: wait}
+}
+
+// mustAgents loads agent definitions through the real loader.
+func mustAgents(tb testing.TB, defs []string, reg *tools.Registry) *agents.Registry {
+	tb.Helper()
+	if defs == nil {
+		defs = DefaultAgents
+	}
+	dir := tb.TempDir()
+	for i, d := range defs {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("agent%d.yaml", i)), []byte(d), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	registry, err := agents.Load(dir, agents.Options{
+		Providers: map[string]llm.Factory{"scripted": scripted.New},
+		KnownTool: reg.Has,
+	})
+	if err != nil {
+		tb.Fatalf("load agents: %v", err)
+	}
+	return registry
+}
+
+// WaitTool is the tool "wait": it blocks until released or cancelled, so
+// tests can act while a tool call is in flight.
+type WaitTool struct {
+	started chan struct{} // receives once per call, when it starts
+	release chan struct{}
+	once    sync.Once
+}
+
+// NewWaitTool returns a wait tool that blocks until Release.
+func NewWaitTool() *WaitTool {
+	return &WaitTool{started: make(chan struct{}, 64), release: make(chan struct{})}
+}
+
+// Started returns a channel that receives when a call starts.
+func (t *WaitTool) Started() <-chan struct{} { return t.started }
+
+// Release lets every call, current and future, return.
+func (t *WaitTool) Release() { t.once.Do(func() { close(t.release) }) }
+
+// Definition implements tools.Tool.
+func (t *WaitTool) Definition() tools.Definition {
+	return tools.Definition{Name: "wait", Description: "Blocks until released.", Parameters: []byte(`{"type":"object"}`)}
+}
+
+// Call implements tools.Tool.
+func (t *WaitTool) Call(ctx context.Context, _ tools.Call) (string, error) {
+	t.started <- struct{}{}
+	select {
+	case <-t.release:
+		return `"released"`, nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// FailTool is the tool "fail": every call fails.
+type FailTool struct{}
+
+// Definition implements tools.Tool.
+func (FailTool) Definition() tools.Definition {
+	return tools.Definition{Name: "fail", Description: "Always fails.", Parameters: []byte(`{"type":"object"}`)}
+}
+
+// Call implements tools.Tool.
+func (FailTool) Call(context.Context, tools.Call) (string, error) {
+	return "", errors.New("the disk is on fire")
+}

@@ -1,0 +1,120 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// CloseSession closes a session: its run, if any, is cancelled and
+// recorded, no new run is accepted, and its streams end after its final
+// event. The history stays readable until the session is deleted.
+func (k *Kernel) CloseSession(ctx context.Context, id string) (session.Session, error) {
+	if _, err := k.GetSession(ctx, id); err != nil {
+		return session.Session{}, err
+	}
+	s, err := k.closeSession(ctx, id)
+	if err != nil {
+		return session.Session{}, err
+	}
+	k.notifyEnded(s)
+	return s, nil
+}
+
+// DeleteSession cancels the session's run and deletes the session with its
+// history. A session with children is deleted only with cascade, and then
+// its whole subtree goes first.
+func (k *Kernel) DeleteSession(ctx context.Context, id string, cascade bool) error {
+	if _, err := k.GetSession(ctx, id); err != nil {
+		return err
+	}
+	children, err := k.store.ListSessions(ctx, SessionQuery{ParentID: id})
+	if err != nil {
+		return fmt.Errorf("list children: %w", err)
+	}
+	if len(children) > 0 && !cascade {
+		return errdefs.New(errdefs.ErrConflict, "session_has_children",
+			"session %s has %d child sessions; delete with cascade=true to delete them too", id, len(children)).
+			With("children", len(children))
+	}
+	for _, c := range children {
+		if err := k.DeleteSession(ctx, c.ID, true); err != nil {
+			return err
+		}
+	}
+	s, err := k.closeSession(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := k.store.DeleteSession(ctx, id); err != nil {
+		return fmt.Errorf("delete session: %w", err)
+	}
+	k.notifyEnded(s)
+	return nil
+}
+
+// closeSession moves session id to closed, then cancels its run and waits
+// until the run has recorded its end. It returns the closed session.
+func (k *Kernel) closeSession(ctx context.Context, id string) (session.Session, error) {
+	err := k.updateSession(ctx, id, func(s *session.Session) error {
+		if s.State == session.StateClosed {
+			return nil
+		}
+		return s.Transition(session.StateClosed, k.now().UTC())
+	})
+	if err != nil {
+		return session.Session{}, err
+	}
+	if err := k.stopRun(ctx, id, errSessionClosed); err != nil {
+		return session.Session{}, err
+	}
+	s, err := k.store.GetSession(ctx, id)
+	if err != nil {
+		return session.Session{}, fmt.Errorf("get session: %w", err)
+	}
+	return s, nil
+}
+
+// stopRun cancels the run executing in session id, if any, with cause, and
+// waits until it has been recorded or ctx ends.
+func (k *Kernel) stopRun(ctx context.Context, id string, cause error) error {
+	k.mu.Lock()
+	ar := k.active[id]
+	k.mu.Unlock()
+	if ar == nil {
+		return nil
+	}
+	ar.cancel(cause)
+	select {
+	case <-ar.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for run %s to stop: %w", ar.runID, ctx.Err())
+	}
+}
+
+// updateSession applies change to the stored session id under its lock.
+func (k *Kernel) updateSession(ctx context.Context, id string, change func(*session.Session) error) error {
+	unlock := k.lockSession(id)
+	defer unlock()
+	s, err := k.store.GetSession(ctx, id)
+	if err != nil {
+		return fmt.Errorf("get session: %w", err)
+	}
+	if err := change(&s); err != nil {
+		return err
+	}
+	if err := k.store.UpdateSession(ctx, s); err != nil {
+		return fmt.Errorf("update session: %w", err)
+	}
+	return nil
+}
+
+// notifyEnded tells the observers that session s will log nothing more.
+func (k *Kernel) notifyEnded(s session.Session) {
+	for _, o := range k.observers {
+		o.ObserveSessionEnded(s.ID, s.LastSeq)
+	}
+}

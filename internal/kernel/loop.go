@@ -1,0 +1,297 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/kerneld/kerneld/internal/agents"
+	"github.com/kerneld/kerneld/internal/llm"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// Why a run stopped early. They are the causes of a run context's
+// cancellation, so the loop can tell a cancel from a timeout or shutdown.
+var (
+	errCancelled     = errors.New("run cancelled")
+	errSessionClosed = errors.New("session closed")
+	errShutdown      = errors.New("kerneld is shutting down")
+	errRunTimeout    = errors.New("run timed out")
+	errMaxTurns      = errors.New("run reached max_turns")
+)
+
+// modelError is a failure reported by the model provider.
+type modelError struct{ err error }
+
+func (e *modelError) Error() string { return e.err.Error() }
+func (e *modelError) Unwrap() error { return e.err }
+
+// emitError is a failure to record an event; it fails the run as internal.
+type emitError struct{ err error }
+
+func (e *emitError) Error() string { return e.err.Error() }
+func (e *emitError) Unwrap() error { return e.err }
+
+// runner is the state of one executing run. Only the run's goroutine
+// touches it, so it needs no lock.
+type runner struct {
+	k       *Kernel
+	ar      *activeRun
+	run     *session.Run // the goroutine's own copy
+	spec    agents.Spec
+	log     *slog.Logger
+	history []llm.Message // what the model sees, grown as the run goes
+	tools   []llm.Tool
+	usage   session.Usage
+	turn    *turn              // the model response streaming now, if any
+	pending []session.ToolCall // tool calls recorded but not yet answered
+}
+
+// execute runs the agent loop for ar and records how it ended. It is the
+// body of every run goroutine.
+func (k *Kernel) execute(ar *activeRun, run session.Run, spec agents.Spec) {
+	r := &runner{
+		k: k, ar: ar, run: &run, spec: spec,
+		log: k.log.With("session", run.SessionID, "run", run.ID, "agent", spec.Name),
+	}
+	ctx, cancel := context.WithTimeoutCause(ar.ctx, runTimeout(spec.Limits.RunTimeout), errRunTimeout)
+	defer cancel()
+	err := r.safeLoop(ctx)
+	r.finish(err)
+}
+
+// safeLoop runs the loop, turning a panic into an internal failure so one
+// bad run cannot take the daemon down.
+func (r *runner) safeLoop(ctx context.Context) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("run panicked: %v", p)
+		}
+	}()
+	return r.loop(ctx)
+}
+
+func (r *runner) loop(ctx context.Context) error {
+	if err := r.prepare(ctx); err != nil {
+		return err
+	}
+	for n := 0; n < r.spec.MaxTurns; n++ {
+		calls, err := r.modelTurn(ctx, n)
+		if err != nil {
+			return err
+		}
+		if len(calls) == 0 {
+			return nil
+		}
+		if err := r.callTools(ctx, calls); err != nil {
+			return err
+		}
+	}
+	return errMaxTurns
+}
+
+// modelTurn streams one model call, emitting its events, and records the
+// assistant message. It returns the tool calls the model made.
+func (r *runner) modelTurn(ctx context.Context, n int) ([]session.ToolCall, error) {
+	req, err := r.request(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	r.turn = newTurn()
+	err = r.spec.Provider.Stream(ctx, req, func(c llm.Chunk) error {
+		if evs := r.turn.apply(c); len(evs) > 0 {
+			return r.emit(evs...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, r.streamFailure(ctx, err)
+	}
+	if err := r.emit(r.turn.close()...); err != nil {
+		return nil, err
+	}
+	r.usage = r.usage.Add(session.Usage{InputTokens: r.turn.usage.InputTokens, OutputTokens: r.turn.usage.OutputTokens})
+	msg, ok := r.turn.message()
+	r.turn = nil
+	if !ok {
+		return nil, nil
+	}
+	if err := r.record(msg); err != nil {
+		return nil, err
+	}
+	return msg.ToolCalls, nil
+}
+
+// streamFailure classifies an error from a provider's Stream.
+func (r *runner) streamFailure(ctx context.Context, err error) error {
+	if ee, ok := errors.AsType[*emitError](err); ok {
+		return ee
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return &modelError{err: err}
+}
+
+// emit records events of this run. Store writes are not cancelled with the
+// run: a cancelled run must still record how it ended.
+func (r *runner) emit(evs ...session.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	if err := r.k.emit(r.storeCtx(), r.run.SessionID, r.run.ID, evs...); err != nil {
+		return &emitError{err: err}
+	}
+	return nil
+}
+
+func (r *runner) storeCtx() context.Context { return context.WithoutCancel(r.ar.ctx) }
+
+// record appends messages to the history, durable first.
+func (r *runner) record(msgs ...session.Message) error {
+	now := r.k.now().UTC()
+	for i := range msgs {
+		msgs[i].SessionID, msgs[i].RunID, msgs[i].CreatedAt = r.run.SessionID, r.run.ID, now
+	}
+	if err := r.k.store.AppendMessages(r.storeCtx(), msgs...); err != nil {
+		return &emitError{err: fmt.Errorf("append messages: %w", err)}
+	}
+	for _, m := range msgs {
+		r.history = append(r.history, toLLM(m))
+		if m.Role == session.RoleAssistant {
+			r.pending = append(r.pending, m.ToolCalls...)
+		}
+	}
+	return nil
+}
+
+// answered forgets a pending tool call once its result is recorded.
+func (r *runner) answered(callID string) {
+	for i, c := range r.pending {
+		if c.ID == callID {
+			r.pending = append(r.pending[:i], r.pending[i+1:]...)
+			return
+		}
+	}
+}
+
+// ending is how a run ended: its terminal event and the states it leaves.
+type ending struct {
+	event        session.Event
+	runState     session.RunState
+	sessionState session.State
+	runErr       *session.RunError
+}
+
+// endingFor maps the loop's result to how the run ends.
+func (r *runner) endingFor(err error) ending {
+	sid, rid, u := r.run.SessionID, r.run.ID, r.usage
+	finished := func(o session.Outcome, reason string, rs session.RunState) ending {
+		return ending{session.RunFinished(sid, rid, o, reason, u), rs, session.StateCompleted, nil}
+	}
+	failed := func(code, msg string, rs session.RunState) ending {
+		return ending{session.RunErrored(code, msg, u), rs, session.StateError, &session.RunError{Code: code, Message: msg}}
+	}
+	switch {
+	case err == nil:
+		return finished(session.OutcomeSuccess, "", session.RunSucceeded)
+	case errors.Is(err, errCancelled), errors.Is(err, errSessionClosed):
+		return finished(session.OutcomeCancelled, session.ReasonCancelled, session.RunCancelled)
+	case errors.Is(err, errShutdown):
+		return failed(session.ErrorCodeInterrupted, "the run was interrupted because kerneld shut down", session.RunInterrupted)
+	case errors.Is(err, errRunTimeout):
+		return failed(session.ErrorCodeTimeout, fmt.Sprintf("the run exceeded its run_timeout of %s", runTimeout(r.spec.Limits.RunTimeout)), session.RunFailed)
+	case errors.Is(err, errMaxTurns):
+		return failed(session.ErrorCodeMaxTurns, fmt.Sprintf("the run reached max_turns (%d model calls)", r.spec.MaxTurns), session.RunFailed)
+	}
+	if me, ok := errors.AsType[*modelError](err); ok {
+		return failed(session.ErrorCodeModel, me.Error(), session.RunFailed)
+	}
+	return failed(session.ErrorCodeInternal, "internal error", session.RunFailed)
+}
+
+// finish closes everything the run opened, answers dangling tool calls,
+// emits the terminal event and records the run's and session's new states.
+// It runs on every exit path.
+func (r *runner) finish(err error) {
+	end := r.endingFor(err)
+	if end.runErr != nil && end.runErr.Code == session.ErrorCodeInternal {
+		r.log.Error("run failed", "err", err)
+	}
+	evs, msgs := r.closeOpen()
+	evs = append(evs, end.event)
+	if err := r.emit(evs...); err != nil {
+		r.log.Error("record run end", "err", err)
+	}
+	if len(msgs) > 0 {
+		if err := r.record(msgs...); err != nil {
+			r.log.Error("record dangling tool calls", "err", err)
+		}
+	}
+	r.recordEnd(end, evs[len(evs)-1].Seq)
+	r.k.retire(r.run.SessionID, r.ar)
+}
+
+// closeOpen returns the events and messages that close a run stopped
+// mid-way: *_END for open streams, then a synthetic error result for every
+// tool call that has no result.
+func (r *runner) closeOpen() ([]session.Event, []session.Message) {
+	var evs []session.Event
+	var msgs []session.Message
+	if r.turn != nil {
+		evs = r.turn.close()
+		if m, ok := r.turn.message(); ok {
+			msgs = append(msgs, m)
+			r.pending = append(r.pending, m.ToolCalls...)
+		}
+		r.turn = nil
+	}
+	for _, c := range r.pending {
+		id := newID()
+		const content = "error: the run ended before this tool call returned"
+		evs = append(evs, session.ToolCallResult(id, c.ID, content, true))
+		msgs = append(msgs, session.Message{ID: id, Role: session.RoleTool, Content: content, ToolCallID: c.ID, IsError: true})
+	}
+	r.pending = nil
+	return evs, msgs
+}
+
+// recordEnd stores the run's end and moves the session on, unless it was
+// closed meanwhile.
+func (r *runner) recordEnd(end ending, endSeq int64) {
+	ctx := r.storeCtx()
+	now := r.k.now().UTC()
+	run := r.run
+	if err := run.Transition(end.runState, now); err != nil {
+		r.log.Error("record run end", "err", err)
+	}
+	run.Error, run.Usage, run.EndSeq = end.runErr, r.usage, endSeq
+	if err := r.k.store.UpdateRun(ctx, *run); err != nil {
+		r.log.Error("record run end", "err", err)
+	}
+	err := r.k.updateSession(ctx, run.SessionID, func(s *session.Session) error {
+		s.ActiveRunID = ""
+		if s.State != session.StateClosed {
+			s.State, s.UpdatedAt = end.sessionState, now
+		}
+		return nil
+	})
+	if err != nil {
+		r.log.Error("record session state", "err", err)
+	}
+	r.log.Info("run ended", "state", run.State, "duration", now.Sub(run.StartedAt).Round(time.Millisecond))
+}
+
+// retire removes a run from the active set and wakes its waiters. Run
+// calls it too, for a reservation whose run could not be started.
+func (k *Kernel) retire(sessionID string, ar *activeRun) {
+	k.mu.Lock()
+	if k.active[sessionID] == ar {
+		delete(k.active, sessionID)
+	}
+	k.mu.Unlock()
+	ar.cancel(nil)
+	close(ar.done)
+}

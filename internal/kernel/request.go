@@ -1,0 +1,97 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/kerneld/kerneld/internal/llm"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// prepare loads what every model call of the run needs: the history
+// window and the agent's tool definitions.
+func (r *runner) prepare(ctx context.Context) error {
+	msgs, err := r.k.store.RecentMessages(ctx, r.run.SessionID, r.spec.Memory.MaxHistoryMessages)
+	if err != nil {
+		return fmt.Errorf("load history: %w", err)
+	}
+	r.history = make([]llm.Message, 0, len(msgs)+8)
+	for _, m := range msgs {
+		r.history = append(r.history, toLLM(m))
+	}
+	for _, ref := range r.spec.Tools {
+		t, ok := r.k.tools.Get(ref.Name)
+		if !ok {
+			continue // the registry validated the agent; a tool may vanish only on reload
+		}
+		d := t.Definition()
+		r.tools = append(r.tools, llm.Tool{Name: d.Name, Description: d.Description, Parameters: d.Parameters})
+	}
+	return nil
+}
+
+// request builds the model request for call n of the run: the system
+// prompt with the session's memory, and the history window.
+func (r *runner) request(ctx context.Context, n int) (llm.Request, error) {
+	mem, err := r.k.store.ListMemory(ctx, r.run.SessionID)
+	if err != nil {
+		return llm.Request{}, fmt.Errorf("load memory: %w", err)
+	}
+	r.history = window(r.history, r.spec.Memory.MaxHistoryMessages)
+	return llm.Request{
+		Model:       r.spec.Model.Name,
+		System:      systemPrompt(r.spec.SystemPrompt, mem),
+		Messages:    r.history,
+		Tools:       r.tools,
+		Temperature: r.spec.Model.Temperature,
+		MaxTokens:   r.spec.Model.MaxTokens,
+		RunInput:    r.run.Input,
+		Turn:        n,
+	}, nil
+}
+
+// window keeps the last max messages, starting at a user message when the
+// window holds one, so the model never sees a tool result without its call.
+func window(msgs []llm.Message, max int) []llm.Message {
+	if max <= 0 || len(msgs) <= max {
+		return msgs
+	}
+	msgs = msgs[len(msgs)-max:]
+	for i, m := range msgs {
+		if m.Role == llm.RoleUser {
+			return msgs[i:]
+		}
+	}
+	for len(msgs) > 0 && msgs[0].Role == llm.RoleTool {
+		msgs = msgs[1:]
+	}
+	return msgs
+}
+
+// systemPrompt appends the session's memory to the agent's prompt: memory
+// is context injected into every run.
+func systemPrompt(base string, mem []session.MemoryEntry) string {
+	if len(mem) == 0 {
+		return base
+	}
+	var b strings.Builder
+	b.WriteString(base)
+	if base != "" {
+		b.WriteString("\n\n")
+	}
+	b.WriteString("Session memory (JSON values kept across runs; change them with memory_set):\n")
+	for _, e := range mem {
+		fmt.Fprintf(&b, "- %s: %s\n", e.Key, e.Value)
+	}
+	return b.String()
+}
+
+// toLLM converts a stored message to what a provider sees.
+func toLLM(m session.Message) llm.Message {
+	out := llm.Message{Role: llm.Role(m.Role), Content: m.Content, ToolCallID: m.ToolCallID, IsError: m.IsError}
+	for _, c := range m.ToolCalls {
+		out.ToolCalls = append(out.ToolCalls, llm.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	return out
+}

@@ -1,0 +1,233 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// BusyPolicy says what to do with input posted while a run is active.
+type BusyPolicy string
+
+// Busy policies. Only BusyReject is implemented so far; the others are
+// recognised and refused with code unsupported_if_busy.
+const (
+	BusyReject    BusyPolicy = "reject"
+	BusyQueue     BusyPolicy = "queue"
+	BusyInterrupt BusyPolicy = "interrupt"
+	BusySteer     BusyPolicy = "steer"
+)
+
+// MaxIdempotencyKeyLen bounds an Idempotency-Key.
+const MaxIdempotencyKeyLen = 255
+
+// RunRequest is input for a session.
+type RunRequest struct {
+	Input          string
+	IfBusy         BusyPolicy // "" means BusyReject
+	IdempotencyKey string
+}
+
+// Run accepts input for a session and starts a run: it persists the run
+// and the user message, emits RUN_STARTED and the echoed input, and starts
+// the agent loop, which outlives ctx. With an Idempotency-Key seen within
+// the window it returns the original run instead and replayed is true.
+func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (run session.Run, replayed bool, err error) {
+	if err := k.validateRunRequest(req); err != nil {
+		return session.Run{}, false, err
+	}
+	unlock := k.lockSession(sessionID)
+	defer unlock()
+	s, err := k.GetSession(ctx, sessionID)
+	if err != nil {
+		return session.Run{}, false, err
+	}
+	if prev, ok, err := k.findIdempotent(ctx, sessionID, req.IdempotencyKey); err != nil || ok {
+		return prev, ok, err
+	}
+	spec, err := k.agents.Get(s.Agent)
+	if err != nil {
+		return session.Run{}, false, err
+	}
+	ar, run, err := k.reserve(s, req)
+	if err != nil {
+		return session.Run{}, false, err
+	}
+	if err := k.start(ctx, &s, &run); err != nil {
+		k.retire(s.ID, ar)
+		return session.Run{}, false, err
+	}
+	k.wg.Go(func() { k.execute(ar, run, spec) }) // the goroutine owns its copy of run
+	return run, false, nil
+}
+
+// validateRunRequest checks a run request's shape.
+func (k *Kernel) validateRunRequest(req RunRequest) error {
+	var v *errdefs.ValidationError
+	switch {
+	case req.Input == "":
+		v = v.Add("input", "required")
+	case len(req.Input) > k.limits.MaxInputBytes:
+		v = v.Add("input", fmt.Sprintf("longer than %d bytes", k.limits.MaxInputBytes))
+	}
+	if len(req.IdempotencyKey) > MaxIdempotencyKeyLen {
+		v = v.Add("Idempotency-Key", fmt.Sprintf("longer than %d characters", MaxIdempotencyKeyLen))
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	switch req.IfBusy {
+	case "", BusyReject:
+		return nil
+	case BusyQueue, BusyInterrupt, BusySteer:
+		return errdefs.New(errdefs.ErrInvalid, "unsupported_if_busy",
+			"if_busy %q is not supported yet; use \"reject\"", req.IfBusy)
+	}
+	return errdefs.Invalid("if_busy", `must be one of "reject", "queue", "interrupt", "steer"`)
+}
+
+// findIdempotent returns the run created with key within the window.
+func (k *Kernel) findIdempotent(ctx context.Context, sessionID, key string) (session.Run, bool, error) {
+	if key == "" {
+		return session.Run{}, false, nil
+	}
+	since := k.now().Add(-k.limits.IdempotencyWindow)
+	r, err := k.store.FindRunByIdempotencyKey(ctx, sessionID, key, since)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return session.Run{}, false, nil
+	}
+	if err != nil {
+		return session.Run{}, false, fmt.Errorf("find run by idempotency key: %w", err)
+	}
+	return r, true, nil
+}
+
+// reserve claims session s for a new run, applying the busy policy, and
+// returns the claim and the new run.
+func (k *Kernel) reserve(s session.Session, req RunRequest) (*activeRun, session.Run, error) {
+	if !s.State.AcceptsRuns() {
+		return nil, session.Run{}, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", s.ID)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return nil, session.Run{}, errdefs.New(errdefs.ErrUnavailable, "shutting_down", "kerneld is shutting down")
+	}
+	if cur := k.active[s.ID]; cur != nil {
+		return nil, session.Run{}, errdefs.New(errdefs.ErrConflict, "session_busy",
+			"session %s is running %s", s.ID, cur.runID).With("active_run_id", cur.runID)
+	}
+	now := k.now().UTC()
+	run := session.Run{
+		ID: newID(), SessionID: s.ID, State: session.RunRunning, Input: req.Input,
+		IdempotencyKey: req.IdempotencyKey, CreatedAt: now, StartedAt: now,
+	}
+	ctx, cancel := context.WithCancelCause(k.ctx)
+	ar := &activeRun{runID: run.ID, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	k.active[s.ID] = ar
+	return ar, run, nil
+}
+
+// start records a reserved run as started: the run, the session's state,
+// RUN_STARTED with the echoed input, and the user message.
+func (k *Kernel) start(ctx context.Context, s *session.Session, r *session.Run) error {
+	if err := k.store.CreateRun(ctx, *r); err != nil {
+		return fmt.Errorf("create run: %w", err)
+	}
+	if err := s.Transition(session.StateRunning, r.StartedAt); err != nil {
+		return err
+	}
+	s.ActiveRunID = r.ID
+	if err := k.store.UpdateSession(ctx, *s); err != nil {
+		return fmt.Errorf("update session: %w", err)
+	}
+	msgID := newID()
+	evs := []session.Event{
+		session.RunStarted(s.ID, r.ID),
+		session.TextMessageStart(msgID, session.RoleUser),
+		session.TextMessageContent(msgID, r.Input),
+		session.TextMessageEnd(msgID),
+	}
+	if err := k.emit(ctx, s.ID, r.ID, evs...); err != nil {
+		return err
+	}
+	r.StartSeq = evs[0].Seq
+	if err := k.store.UpdateRun(ctx, *r); err != nil {
+		return fmt.Errorf("update run: %w", err)
+	}
+	msg := session.Message{ID: msgID, SessionID: s.ID, RunID: r.ID, Role: session.RoleUser, Content: r.Input, CreatedAt: r.StartedAt}
+	if err := k.store.AppendMessages(ctx, msg); err != nil {
+		return fmt.Errorf("append message: %w", err)
+	}
+	return nil
+}
+
+// GetRun returns one run of a session.
+func (k *Kernel) GetRun(ctx context.Context, sessionID, runID string) (session.Run, error) {
+	if _, err := k.GetSession(ctx, sessionID); err != nil {
+		return session.Run{}, err
+	}
+	notFound := errdefs.New(errdefs.ErrNotFound, "run_not_found", "run %q not found in session %s", runID, sessionID)
+	if !validID(runID) {
+		return session.Run{}, notFound
+	}
+	r, err := k.store.GetRun(ctx, sessionID, runID)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return session.Run{}, notFound
+	}
+	if err != nil {
+		return session.Run{}, fmt.Errorf("get run: %w", err)
+	}
+	return r, nil
+}
+
+// ListRuns returns a page of a session's runs, newest first.
+func (k *Kernel) ListRuns(ctx context.Context, sessionID string, page PageRequest) (Page[session.Run], error) {
+	if _, err := k.GetSession(ctx, sessionID); err != nil {
+		return Page[session.Run]{}, err
+	}
+	limit, err := page.size()
+	if err != nil {
+		return Page[session.Run]{}, err
+	}
+	before, err := decodeCursor(page.Cursor)
+	if err != nil {
+		return Page[session.Run]{}, err
+	}
+	runs, err := k.store.ListRuns(ctx, sessionID, before, limit+1)
+	if err != nil {
+		return Page[session.Run]{}, fmt.Errorf("list runs: %w", err)
+	}
+	return paginate(runs, limit, func(r session.Run) string { return r.ID }), nil
+}
+
+// CancelRun stops a run and waits until it has recorded its end; the run
+// ends cancelled with a valid history. Cancelling a run that has already
+// ended changes nothing and returns it as it is.
+func (k *Kernel) CancelRun(ctx context.Context, sessionID, runID string) (session.Run, error) {
+	r, err := k.GetRun(ctx, sessionID, runID)
+	if err != nil || r.State.Terminal() {
+		return r, err
+	}
+	k.mu.Lock()
+	ar := k.active[sessionID]
+	k.mu.Unlock()
+	if ar != nil && ar.runID == runID {
+		if err := k.stopRun(ctx, sessionID, errCancelled); err != nil {
+			return session.Run{}, err
+		}
+	}
+	return k.GetRun(ctx, sessionID, runID)
+}
+
+// runTimeout returns the agent's run timeout, or a day when unset.
+func runTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 24 * time.Hour
+	}
+	return d
+}

@@ -1,0 +1,226 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// CreateSession is a request to create a session.
+type CreateSession struct {
+	Agent    string
+	Name     string
+	Metadata map[string]string
+	ParentID string
+	Memory   map[string]json.RawMessage // initial memory entries
+}
+
+// SessionUpdate changes a session's name and metadata. Nil fields are left
+// alone; a metadata entry with a nil value is removed.
+type SessionUpdate struct {
+	Name     *string
+	Metadata map[string]*string
+}
+
+// ListSessions is a request to list sessions. Empty filters match all.
+type ListSessions struct {
+	Agent    string
+	State    session.State
+	ParentID string
+	Page     PageRequest
+}
+
+// CreateSession creates a session for an agent, as a child of ParentID
+// when set, within the parent agent's depth and children limits.
+func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.Session, error) {
+	if _, err := k.agents.Get(req.Agent); err != nil {
+		return session.Session{}, err
+	}
+	if err := k.validateSessionFields(req.Name, req.Metadata); err != nil {
+		return session.Session{}, err
+	}
+	entries, err := k.memoryEntries(req.Memory)
+	if err != nil {
+		return session.Session{}, err
+	}
+	now := k.now().UTC()
+	s := session.Session{
+		ID: newID(), Tenant: TenantFrom(ctx), Agent: req.Agent, Name: req.Name,
+		Metadata: maps.Clone(req.Metadata), State: session.StateActive, CreatedAt: now, UpdatedAt: now,
+	}
+	s.RootID = s.ID
+	if req.ParentID != "" {
+		if err := k.placeUnder(ctx, &s, req.ParentID); err != nil {
+			return session.Session{}, err
+		}
+	}
+	if err := k.store.CreateSession(ctx, s); err != nil {
+		return session.Session{}, fmt.Errorf("create session: %w", err)
+	}
+	for _, e := range entries {
+		e.SessionID, e.UpdatedAt = s.ID, now
+		if err := k.store.PutMemory(ctx, e, k.limits.MaxMemoryEntries); err != nil {
+			return session.Session{}, fmt.Errorf("seed memory: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// placeUnder makes s a child of parentID, enforcing the parent agent's
+// max_depth and max_children.
+func (k *Kernel) placeUnder(ctx context.Context, s *session.Session, parentID string) error {
+	parent, err := k.GetSession(ctx, parentID)
+	if errdefs.CodeOf(err) == "session_not_found" {
+		return errdefs.New(errdefs.ErrNotFound, "parent_not_found", "parent session %q not found", parentID)
+	} else if err != nil {
+		return err
+	}
+	if parent.State == session.StateClosed {
+		return errdefs.New(errdefs.ErrConflict, "session_closed", "parent session %s is closed", parent.ID)
+	}
+	spec, err := k.agents.Get(parent.Agent)
+	if err != nil {
+		return err
+	}
+	if parent.Depth+1 > spec.Limits.MaxDepth {
+		return errdefs.New(errdefs.ErrConflict, "max_depth_exceeded",
+			"agent %q allows sessions %d deep; the parent is at depth %d", spec.Name, spec.Limits.MaxDepth, parent.Depth)
+	}
+	open, err := k.openChildren(ctx, parent.ID)
+	if err != nil {
+		return err
+	}
+	if open >= spec.Limits.MaxChildren {
+		return errdefs.New(errdefs.ErrExhausted, "max_children_exceeded",
+			"agent %q allows %d open child sessions", spec.Name, spec.Limits.MaxChildren)
+	}
+	s.ParentID, s.RootID, s.Depth = parent.ID, parent.RootID, parent.Depth+1
+	return nil
+}
+
+// openChildren counts the children of id that are not closed.
+func (k *Kernel) openChildren(ctx context.Context, id string) (int, error) {
+	children, err := k.store.ListSessions(ctx, SessionQuery{ParentID: id})
+	if err != nil {
+		return 0, fmt.Errorf("list children: %w", err)
+	}
+	n := 0
+	for _, c := range children {
+		if c.State != session.StateClosed {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// GetSession returns a session of the caller's tenant.
+func (k *Kernel) GetSession(ctx context.Context, id string) (session.Session, error) {
+	notFound := errdefs.New(errdefs.ErrNotFound, "session_not_found", "session %q not found", id)
+	if !validID(id) {
+		return session.Session{}, notFound
+	}
+	s, err := k.store.GetSession(ctx, id)
+	if errdefs.CodeOf(err) == "session_not_found" || (err == nil && s.Tenant != TenantFrom(ctx)) {
+		return session.Session{}, notFound
+	}
+	if err != nil {
+		return session.Session{}, fmt.Errorf("get session: %w", err)
+	}
+	return s, nil
+}
+
+// ListSessions returns a page of the caller's sessions, newest first.
+func (k *Kernel) ListSessions(ctx context.Context, req ListSessions) (Page[session.Session], error) {
+	limit, err := req.Page.size()
+	if err != nil {
+		return Page[session.Session]{}, err
+	}
+	before, err := decodeCursor(req.Page.Cursor)
+	if err != nil {
+		return Page[session.Session]{}, err
+	}
+	if req.State != "" && !req.State.Valid() {
+		return Page[session.Session]{}, errdefs.Invalid("state", "unknown session state")
+	}
+	items, err := k.store.ListSessions(ctx, SessionQuery{
+		Tenant: TenantFrom(ctx), Agent: req.Agent, State: req.State, ParentID: req.ParentID,
+		Before: before, Limit: limit + 1,
+	})
+	if err != nil {
+		return Page[session.Session]{}, fmt.Errorf("list sessions: %w", err)
+	}
+	return paginate(items, limit, func(s session.Session) string { return s.ID }), nil
+}
+
+// Children returns a page of the direct children of session id.
+func (k *Kernel) Children(ctx context.Context, id string, page PageRequest) (Page[session.Session], error) {
+	if _, err := k.GetSession(ctx, id); err != nil {
+		return Page[session.Session]{}, err
+	}
+	return k.ListSessions(ctx, ListSessions{ParentID: id, Page: page})
+}
+
+// UpdateSession changes a session's name or metadata.
+func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) (session.Session, error) {
+	unlock := k.lockSession(id)
+	defer unlock()
+	s, err := k.GetSession(ctx, id)
+	if err != nil {
+		return session.Session{}, err
+	}
+	if u.Name != nil {
+		s.Name = *u.Name
+	}
+	s.Metadata = mergeMetadata(s.Metadata, u.Metadata)
+	if err := k.validateSessionFields(s.Name, s.Metadata); err != nil {
+		return session.Session{}, err
+	}
+	s.UpdatedAt = k.now().UTC()
+	if err := k.store.UpdateSession(ctx, s); err != nil {
+		return session.Session{}, fmt.Errorf("update session: %w", err)
+	}
+	return s, nil
+}
+
+// mergeMetadata applies a patch to m: nil values delete keys.
+func mergeMetadata(m map[string]string, patch map[string]*string) map[string]string {
+	if len(patch) == 0 {
+		return m
+	}
+	out := maps.Clone(m)
+	if out == nil {
+		out = make(map[string]string, len(patch))
+	}
+	for key, v := range patch {
+		if v == nil {
+			delete(out, key)
+		} else {
+			out[key] = *v
+		}
+	}
+	return out
+}
+
+// validateSessionFields checks a session's name and metadata bounds.
+func (k *Kernel) validateSessionFields(name string, md map[string]string) error {
+	var v *errdefs.ValidationError
+	if len(name) > k.limits.MaxNameLength {
+		v = v.Add("name", fmt.Sprintf("longer than %d bytes", k.limits.MaxNameLength))
+	}
+	if len(md) > k.limits.MaxMetadataKeys {
+		v = v.Add("metadata", fmt.Sprintf("more than %d keys", k.limits.MaxMetadataKeys))
+	}
+	for key, val := range md {
+		switch {
+		case key == "" || len(key) > k.limits.MaxMetadataKeyLen:
+			v = v.Add("metadata", fmt.Sprintf("keys must be 1 to %d bytes", k.limits.MaxMetadataKeyLen))
+		case len(val) > k.limits.MaxMetadataValueLen:
+			v = v.Add("metadata."+key, fmt.Sprintf("longer than %d bytes", k.limits.MaxMetadataValueLen))
+		}
+	}
+	return v.Err()
+}

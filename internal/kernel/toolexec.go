@@ -1,0 +1,122 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/kerneld/kerneld/internal/session"
+	"github.com/kerneld/kerneld/internal/tools"
+)
+
+// toolResult is what one tool call produced.
+type toolResult struct {
+	call    session.ToolCall
+	content string
+	isError bool
+}
+
+// callTools runs a turn's tool calls in parallel (bounded) and records each
+// result as it arrives. When the run is cancelled meanwhile, calls that
+// had not answered are left pending for finish to close.
+func (r *runner) callTools(ctx context.Context, calls []session.ToolCall) error {
+	results := make(chan toolResult, len(calls))
+	sem := make(chan struct{}, r.k.limits.ToolConcurrency)
+	var wg sync.WaitGroup
+	for _, c := range calls {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results <- r.callTool(ctx, c)
+		})
+	}
+	var err error
+	for range calls {
+		res := <-results
+		if ctx.Err() != nil && res.isError {
+			continue // cancelled under it: finish gives it a synthetic result
+		}
+		if err == nil {
+			err = r.recordResult(res)
+		}
+	}
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// recordResult emits a tool's result and adds it to the history.
+func (r *runner) recordResult(res toolResult) error {
+	id := newID()
+	if err := r.emit(session.ToolCallResult(id, res.call.ID, res.content, res.isError)); err != nil {
+		return err
+	}
+	r.answered(res.call.ID)
+	return r.record(session.Message{ID: id, Role: session.RoleTool, Content: res.content, ToolCallID: res.call.ID, IsError: res.isError})
+}
+
+// callTool runs one tool call. Every failure, a panic included, becomes an
+// error result for the model rather than a failed run.
+func (r *runner) callTool(ctx context.Context, c session.ToolCall) (res toolResult) {
+	res.call = c
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("tool panicked", "tool", c.Name, "err", fmt.Errorf("%v", p))
+			res.content, res.isError = "error: the tool failed", true
+		}
+	}()
+	t, err := r.resolveTool(c)
+	if err == nil {
+		res.content, err = r.invoke(ctx, t, c)
+	}
+	if err != nil {
+		res.content, res.isError = "error: "+err.Error(), true
+	}
+	return res
+}
+
+// resolveTool finds the tool a call names, if this agent may call it.
+func (r *runner) resolveTool(c session.ToolCall) (tools.Tool, error) {
+	ref, ok := r.spec.Tool(c.Name)
+	if !ok {
+		return nil, fmt.Errorf("tool %q is not available to this agent", c.Name)
+	}
+	if ref.RequireApproval {
+		return nil, fmt.Errorf("tool %q requires human approval, which this kerneld cannot ask for yet", c.Name)
+	}
+	t, ok := r.k.tools.Get(c.Name)
+	if !ok {
+		return nil, fmt.Errorf("tool %q is not installed", c.Name)
+	}
+	if !isJSONObject(c.Arguments) {
+		return nil, errors.New("arguments must be a JSON object")
+	}
+	return t, nil
+}
+
+// invoke calls t with the per-call timeout.
+func (r *runner) invoke(ctx context.Context, t tools.Tool, c session.ToolCall) (string, error) {
+	tctx, cancel := context.WithTimeout(ctx, r.k.limits.ToolTimeout)
+	defer cancel()
+	out, err := t.Call(tctx, tools.Call{
+		SessionID: r.run.SessionID, RunID: r.run.ID, ToolCallID: c.ID,
+		Arguments: json.RawMessage(c.Arguments), Memory: sessionMemory{k: r.k, sessionID: r.run.SessionID},
+	})
+	if err != nil && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
+		return "", fmt.Errorf("tool %q timed out after %s", c.Name, r.k.limits.ToolTimeout)
+	}
+	return out, err
+}
+
+func isJSONObject(s string) bool {
+	s = strings.TrimSpace(s)
+	return strings.HasPrefix(s, "{") && json.Valid([]byte(s))
+}

@@ -24,6 +24,9 @@ func (k *Kernel) GetMemory(ctx context.Context, sessionID, key string) (session.
 }
 
 func (k *Kernel) getMemory(ctx context.Context, sessionID, key string) (session.MemoryEntry, error) {
+	if err := checkMemoryKey(key); err != nil {
+		return session.MemoryEntry{}, err
+	}
 	e, err := k.store.GetMemory(ctx, sessionID, key)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return e, errdefs.New(errdefs.ErrNotFound, "memory_key_not_found", "memory key %q not found", key)
@@ -79,6 +82,9 @@ func (k *Kernel) DeleteMemory(ctx context.Context, sessionID, key string) error 
 	if _, err := k.GetSession(ctx, sessionID); err != nil {
 		return err
 	}
+	if err := checkMemoryKey(key); err != nil {
+		return err
+	}
 	err := k.store.DeleteMemory(ctx, sessionID, key)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return errdefs.New(errdefs.ErrNotFound, "memory_key_not_found", "memory key %q not found", key)
@@ -92,8 +98,8 @@ func (k *Kernel) DeleteMemory(ctx context.Context, sessionID, key string) error 
 // memoryEntry validates key and value and returns the entry, its value
 // compacted.
 func (k *Kernel) memoryEntry(key string, value json.RawMessage) (session.MemoryEntry, error) {
-	if !memoryKey.MatchString(key) {
-		return session.MemoryEntry{}, errdefs.Invalid("key", "must be 1 to 128 characters of A-Z a-z 0-9 . _ - /")
+	if err := checkMemoryKey(key); err != nil {
+		return session.MemoryEntry{}, err
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, value); err != nil || buf.Len() == 0 {
@@ -103,6 +109,14 @@ func (k *Kernel) memoryEntry(key string, value json.RawMessage) (session.MemoryE
 		return session.MemoryEntry{}, errdefs.Invalid("value", fmt.Sprintf("longer than %d bytes", k.limits.MaxMemoryValueBytes))
 	}
 	return session.MemoryEntry{Key: key, Value: buf.Bytes()}, nil
+}
+
+// checkMemoryKey reports whether key has the shape of a memory key.
+func checkMemoryKey(key string) error {
+	if !memoryKey.MatchString(key) {
+		return errdefs.Invalid("key", "must be 1 to 128 characters of A-Z a-z 0-9 . _ - /")
+	}
+	return nil
 }
 
 // memoryEntries validates the initial memory of a new session.

@@ -1,0 +1,102 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+)
+
+// Kinds that are HTTP's own concern, so they live here, not in errdefs.
+var (
+	errUnauthorized     = errors.New("unauthorized")       // no valid API key
+	errMethodNotAllowed = errors.New("method not allowed") // a known path, another method
+)
+
+// errorKinds maps error kinds to statuses and default codes; first match
+// wins. An error without a kind is a 500 whose detail stays in the logs.
+var errorKinds = []struct {
+	kind   error
+	status int
+	code   string
+}{
+	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
+	{errdefs.ErrInvalid, http.StatusBadRequest, "invalid_request"},
+	{errdefs.ErrNotFound, http.StatusNotFound, "not_found"},
+	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
+	{errdefs.ErrConflict, http.StatusConflict, "conflict"},
+	{errdefs.ErrUnprocessable, http.StatusUnprocessableEntity, "unprocessable"},
+	{errdefs.ErrExhausted, http.StatusTooManyRequests, "limit_exceeded"},
+	{errdefs.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
+	{errdefs.ErrUpstream, http.StatusBadGateway, "upstream_error"},
+	{context.DeadlineExceeded, http.StatusGatewayTimeout, "timeout"},
+}
+
+// problem is an RFC 9457 problem details body.
+type problem struct {
+	Type      string            `json:"type"`
+	Title     string            `json:"title"`
+	Status    int               `json:"status"`
+	Detail    string            `json:"detail"`
+	Code      string            `json:"code"`
+	Instance  string            `json:"instance,omitempty"`
+	RequestID string            `json:"request_id,omitempty"`
+	Errors    map[string]string `json:"errors,omitempty"`
+	extra     map[string]any
+}
+
+// problemFor classifies err.
+func problemFor(err error) problem {
+	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return newProblem(http.StatusRequestEntityTooLarge, "body_too_large",
+			"request body is larger than "+formatBytes(mbe.Limit))
+	}
+	p := newProblem(http.StatusInternalServerError, "internal", "internal error")
+	for _, k := range errorKinds {
+		if errors.Is(err, k.kind) {
+			p = newProblem(k.status, k.code, err.Error())
+			break
+		}
+	}
+	if e, ok := errors.AsType[*errdefs.Error](err); ok && p.Status != http.StatusInternalServerError {
+		p.Code, p.extra = e.Code, e.Extra
+	}
+	if ve, ok := errors.AsType[*errdefs.ValidationError](err); ok {
+		p.Errors = ve.Problems
+	}
+	p.Type = problemType(p.Code)
+	return p
+}
+
+// problemType is the problem's type URI: one per stable code.
+func problemType(code string) string { return "urn:kerneld:problem:" + code }
+
+func newProblem(status int, code, detail string) problem {
+	return problem{Type: problemType(code), Title: http.StatusText(status), Status: status, Detail: detail, Code: code}
+}
+
+// MarshalJSON adds the extension members to the standard ones.
+func (p problem) MarshalJSON() ([]byte, error) {
+	type plain problem
+	return marshalWithExtra(plain(p), p.extra)
+}
+
+// writeError writes err as application/problem+json and logs it once: 4xx
+// at Info, 5xx at Error with the full error.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	p := problemFor(err)
+	p.Instance = r.URL.Path
+	p.RequestID = middleware.GetReqID(r.Context())
+	level := slog.LevelInfo
+	if p.Status >= 500 {
+		level = slog.LevelError
+	}
+	s.log.Log(r.Context(), level, "request failed", "status", p.Status, "code", p.Code, "err", err,
+		"request_id", p.RequestID)
+	w.Header().Set("Content-Type", "application/problem+json")
+	_ = writeBody(w, p.Status, p) // a problem always marshals
+}

@@ -1,0 +1,78 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/kernel"
+)
+
+// defaultEventPage is the page size of the JSON event pages.
+const defaultEventPage = 100
+
+type eventPageResponse struct {
+	Data      []json.RawMessage `json:"data"`
+	NextAfter int64             `json:"next_after"`
+}
+
+// handleEvents handles "GET /sessions/{id}/events": the session's event
+// log as an SSE stream (the default), or as one JSON page when the client
+// accepts application/json and not text/event-stream.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if _, err := s.kernel.GetSession(r.Context(), id); err != nil {
+		return err
+	}
+	after, err := eventCursor(r)
+	if err != nil {
+		return err
+	}
+	if accepts(r, "application/json") && !accepts(r, "text/event-stream") {
+		return s.writeEventPage(w, r, id, after)
+	}
+	s.streams.serve(w, r, s.kernel, streamRequest{sessionID: id, after: after})
+	return nil
+}
+
+// writeEventPage writes the events after a cursor as one JSON page.
+func (s *Server) writeEventPage(w http.ResponseWriter, r *http.Request, id string, after int64) error {
+	limit := defaultEventPage
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > kernel.MaxEventPage {
+			return errdefs.Invalid("limit", fmt.Sprintf("must be an integer from 1 to %d", kernel.MaxEventPage))
+		}
+		limit = n
+	}
+	evs, err := s.kernel.Events(r.Context(), id, after, limit)
+	if err != nil {
+		return err
+	}
+	page := eventPageResponse{Data: make([]json.RawMessage, len(evs)), NextAfter: after}
+	for i := range evs {
+		page.Data[i] = evs[i].AppendJSON(nil)
+		page.NextAfter = evs[i].Seq
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	return writeJSON(w, http.StatusOK, page)
+}
+
+// eventCursor returns the seq to resume after: the Last-Event-ID header
+// (what a reconnecting EventSource sends), else ?after=, else 0.
+func eventCursor(r *http.Request) (int64, error) {
+	name, v := "Last-Event-ID", r.Header.Get("Last-Event-ID")
+	if v == "" {
+		name, v = "after", r.URL.Query().Get("after")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, errdefs.Invalid(name, "must be a non-negative integer: the seq of the last event received")
+	}
+	return n, nil
+}

@@ -1,0 +1,109 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/kernel"
+)
+
+// logRequests logs one line per request once it completes.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		start := time.Now()
+		next.ServeHTTP(ww, r)
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", ww.Status()), slog.Int("bytes", ww.BytesWritten()),
+			slog.Duration("duration", time.Since(start)),
+			slog.String("request_id", middleware.GetReqID(r.Context())))
+	})
+}
+
+// recoverPanics turns a handler panic into a 500 problem and one log line
+// with the stack, so the daemon keeps serving. A response already under
+// way is cut off instead: a problem body would corrupt it.
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if p == http.ErrAbortHandler || ww.Status() != 0 { //nolint:errorlint // a panic value, not an error chain
+				panic(http.ErrAbortHandler) // net/http's own signal to abort the response
+			}
+			s.writeError(ww, r, fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack()))
+		}()
+		next.ServeHTTP(ww, r)
+	})
+}
+
+// timeout bounds a request/response route. Handlers see the deadline in
+// their context; a kernel call that runs out returns DeadlineExceeded,
+// which writeError answers with 504. (chi's middleware.Timeout would
+// write a second status after a handler that already answered.)
+func (s *Server) timeout(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// limitBody caps every request body; reading past the cap fails with
+// *http.MaxBytesError, which writeError answers with 413.
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.opts.MaxBodyBytes {
+			s.writeError(w, r, &http.MaxBytesError{Limit: s.opts.MaxBodyBytes})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticate maps the bearer token to a tenant, or admits everyone as
+// the default tenant when no API keys are configured.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tenant := DefaultTenant
+		if len(s.opts.APIKeys) > 0 {
+			var ok bool
+			if tenant, ok = s.tenantFor(r.Header.Get("Authorization")); !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="kerneld"`)
+				s.writeError(w, r, errdefs.New(errUnauthorized, "unauthorized", "a valid API key is required: Authorization: Bearer <key>"))
+				return
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(kernel.WithTenant(r.Context(), tenant)))
+	})
+}
+
+// tenantFor returns the tenant of a "Bearer <key>" header. Every key is
+// compared in constant time, so timing does not reveal a near miss.
+func (s *Server) tenantFor(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", false
+	}
+	found := ""
+	for key, tenant := range s.opts.APIKeys {
+		if subtle.ConstantTimeCompare([]byte(key), []byte(token)) == 1 {
+			found = tenant
+		}
+	}
+	return found, found != ""
+}

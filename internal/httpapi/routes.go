@@ -1,0 +1,81 @@
+package httpapi
+
+import (
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+)
+
+// routes is the whole API surface. Keep it in step with api/openapi.yaml;
+// TestRoutesMatchOpenAPI checks that it is.
+func (s *Server) routes() chi.Router {
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, s.logRequests, s.recoverPanics, s.limitBody)
+	r.NotFound(s.handle(s.handleNotFound))
+	r.MethodNotAllowed(s.handle(s.handleMethodNotAllowed))
+	r.Get("/healthz", s.handle(s.handleHealth))
+	r.Group(func(r chi.Router) {
+		r.Use(s.authenticate)
+		r.Get("/readyz", s.handle(s.handleReady))
+		r.Get("/metrics", s.handle(s.handleMetrics))
+		r.Get("/openapi.yaml", s.handle(s.handleOpenAPI))
+		// Streams: never under a timeout (it would cut them off).
+		r.Get("/sessions/{id}/events", s.handle(s.handleEvents))
+		r.Post("/sessions/{id}/run", s.handle(s.handleRunCreate))
+		r.Group(func(r chi.Router) {
+			r.Use(s.timeout)
+			r.Get("/agents", s.handle(s.handleAgentList))
+			r.Get("/agents/{name}", s.handle(s.handleAgentGet))
+			r.Post("/sessions", s.handle(s.handleSessionCreate))
+			r.Get("/sessions", s.handle(s.handleSessionList))
+			r.Get("/sessions/{id}", s.handle(s.handleSessionGet))
+			r.Patch("/sessions/{id}", s.handle(s.handleSessionUpdate))
+			r.Delete("/sessions/{id}", s.handle(s.handleSessionDelete))
+			r.Get("/sessions/{id}/children", s.handle(s.handleSessionChildren))
+			r.Get("/sessions/{id}/runs", s.handle(s.handleRunList))
+			r.Get("/sessions/{id}/runs/{run_id}", s.handle(s.handleRunGet))
+			r.Post("/sessions/{id}/runs/{run_id}/cancel", s.handle(s.handleRunCancel))
+			r.Get("/sessions/{id}/messages", s.handle(s.handleMessageList))
+			r.Get("/sessions/{id}/memory", s.handle(s.handleMemoryList))
+			r.Get("/sessions/{id}/memory/*", s.handle(s.handleMemoryGet))
+			r.Put("/sessions/{id}/memory/*", s.handle(s.handleMemoryPut))
+			r.Delete("/sessions/{id}/memory/*", s.handle(s.handleMemoryDelete))
+		})
+	})
+	return r
+}
+
+// handleNotFound answers a path no route matches.
+func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) error {
+	return errdefs.New(errdefs.ErrNotFound, "route_not_found", "no route for %s %s", r.Method, r.URL.Path)
+}
+
+// handleMethodNotAllowed answers a known path with the wrong method,
+// listing the methods it has in Allow.
+func (s *Server) handleMethodNotAllowed(w http.ResponseWriter, r *http.Request) error {
+	var allowed []string
+	for _, m := range []string{http.MethodDelete, http.MethodGet, http.MethodPatch, http.MethodPost, http.MethodPut} {
+		if s.handler.(chi.Routes).Match(chi.NewRouteContext(), m, r.URL.Path) {
+			allowed = append(allowed, m)
+		}
+	}
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	return errdefs.New(errMethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", r.Method, r.URL.Path)
+}
+
+// Routes lists the API's routes as "METHOD /path" in chi's syntax, sorted,
+// so the contract test can compare them with api/openapi.yaml.
+func (s *Server) Routes() []string {
+	var out []string
+	_ = chi.Walk(s.routes(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		out = append(out, method+" "+route)
+		return nil
+	}) // the walk function never fails
+	sort.Strings(out)
+	return out
+}

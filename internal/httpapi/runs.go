@@ -1,0 +1,146 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+type createRunRequest struct {
+	Input  string `json:"input"`
+	IfBusy string `json:"if_busy"`
+}
+
+// Validate checks shape only; busy policies and bounds are the kernel's.
+func (req createRunRequest) Validate() error {
+	if req.Input == "" {
+		return errdefs.Invalid("input", "required")
+	}
+	return nil
+}
+
+type runErrorResponse struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type usageResponse struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+type runResponse struct {
+	ID             string            `json:"id"`
+	SessionID      string            `json:"session_id"`
+	State          session.RunState  `json:"state"`
+	Input          string            `json:"input"`
+	IdempotencyKey *string           `json:"idempotency_key"`
+	CreatedAt      time.Time         `json:"created_at"`
+	StartedAt      *time.Time        `json:"started_at"`
+	EndedAt        *time.Time        `json:"ended_at"`
+	Error          *runErrorResponse `json:"error"`
+	Usage          usageResponse     `json:"usage"`
+	StartSeq       *int64            `json:"start_seq"`
+	EndSeq         *int64            `json:"end_seq"`
+}
+
+func toRunResponse(r session.Run) runResponse {
+	out := runResponse{
+		ID: r.ID, SessionID: r.SessionID, State: r.State, Input: r.Input,
+		IdempotencyKey: nullable(r.IdempotencyKey), CreatedAt: r.CreatedAt.UTC(),
+		StartedAt: nullableTime(r.StartedAt), EndedAt: nullableTime(r.EndedAt),
+		Usage:    usageResponse{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens},
+		StartSeq: nullableSeq(r.StartSeq), EndSeq: nullableSeq(r.EndSeq),
+	}
+	if r.Error != nil {
+		out.Error = &runErrorResponse{Code: r.Error.Code, Message: r.Error.Message}
+	}
+	return out
+}
+
+// handleRunCreate handles "POST /sessions/{id}/run". The run is
+// asynchronous (202); with Accept: text/event-stream the response streams
+// the run's events instead and ends after its last one.
+func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[createRunRequest](r)
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	run, replayed, err := s.kernel.Run(r.Context(), id, kernel.RunRequest{
+		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: r.Header.Get("Idempotency-Key"),
+	})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/sessions/"+id+"/runs/"+run.ID)
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	if accepts(r, "text/event-stream") {
+		s.streams.serve(w, r, s.kernel, streamRequest{sessionID: id, after: run.StartSeq - 1, untilRunEnd: true})
+		return nil
+	}
+	return writeJSON(w, http.StatusAccepted, toRunResponse(run))
+}
+
+// handleRunList handles "GET /sessions/{id}/runs".
+func (s *Server) handleRunList(w http.ResponseWriter, r *http.Request) error {
+	page, err := pageRequest(r)
+	if err != nil {
+		return err
+	}
+	p, err := s.kernel.ListRuns(r.Context(), r.PathValue("id"), page)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, toList(p, toRunResponse))
+}
+
+// handleRunGet handles "GET /sessions/{id}/runs/{run_id}".
+func (s *Server) handleRunGet(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.kernel.GetRun(r.Context(), r.PathValue("id"), r.PathValue("run_id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, toRunResponse(run))
+}
+
+// handleRunCancel handles "POST /sessions/{id}/runs/{run_id}/cancel".
+func (s *Server) handleRunCancel(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.kernel.CancelRun(r.Context(), r.PathValue("id"), r.PathValue("run_id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, toRunResponse(run))
+}
+
+// accepts reports whether the request's Accept header names mediaType.
+func accepts(r *http.Request, mediaType string) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := strings.Cut(part, ";")
+		if strings.EqualFold(strings.TrimSpace(mt), mediaType) {
+			return true
+		}
+	}
+	return false
+}
+
+func nullableTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+func nullableSeq(seq int64) *int64 {
+	if seq == 0 {
+		return nil
+	}
+	return &seq
+}

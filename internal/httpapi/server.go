@@ -1,0 +1,63 @@
+// Package httpapi is the only package that knows HTTP: the routes, JSON
+// and problem+json encoding, the SSE hub and writer, and middleware
+// (request id, logging, recovery, auth, body limit). It holds no agent
+// logic of its own; every decision is the kernel's.
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/kerneld/kerneld/internal/kernel"
+)
+
+// Options configure a Server. Zero values take the defaults noted.
+type Options struct {
+	Logger *slog.Logger
+	// APIKeys maps a bearer token to its tenant. When empty, no
+	// authentication is required and every caller is tenant "default".
+	APIKeys        map[string]string
+	MaxBodyBytes   int64         // default 1 MiB
+	RequestTimeout time.Duration // request/response routes; default 30 s
+	Metrics        http.Handler  // served at /metrics; nil answers 404
+	OpenAPI        []byte        // served at /openapi.yaml
+	Version        string
+}
+
+// DefaultTenant is the tenant of every caller when no API keys are set.
+const DefaultTenant = "default"
+
+// Server serves kerneld's HTTP API.
+type Server struct {
+	kernel  *kernel.Kernel
+	streams *Streams
+	log     *slog.Logger
+	opts    Options
+	handler http.Handler
+}
+
+// New returns a server for k. streams must be one of k's observers, so
+// that it sees every event.
+func New(k *kernel.Kernel, streams *Streams, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 1 << 20
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = 30 * time.Second
+	}
+	s := &Server{kernel: k, streams: streams, log: opts.Logger, opts: opts}
+	s.handler = s.routes()
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// CloseStreams ends every open event stream. Register it with
+// http.Server.RegisterOnShutdown: Shutdown does not end streams itself and
+// would wait for them until its deadline.
+func (s *Server) CloseStreams() { s.streams.Close() }

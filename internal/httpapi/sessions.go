@@ -1,0 +1,194 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+type createSessionRequest struct {
+	Agent    string                     `json:"agent"`
+	Name     string                     `json:"name"`
+	Metadata map[string]string          `json:"metadata"`
+	ParentID string                     `json:"parent_id"`
+	Memory   map[string]json.RawMessage `json:"memory"`
+}
+
+// Validate checks shape only; whether the agent exists is the kernel's call.
+func (req createSessionRequest) Validate() error {
+	if req.Agent == "" {
+		return errdefs.Invalid("agent", "required")
+	}
+	return nil
+}
+
+type updateSessionRequest struct {
+	Name     *string            `json:"name"`
+	Metadata map[string]*string `json:"metadata"`
+}
+
+// Validate implements validator; bounds are the kernel's.
+func (req updateSessionRequest) Validate() error { return nil }
+
+type sessionResponse struct {
+	ID          string            `json:"id"`
+	Agent       string            `json:"agent"`
+	Name        *string           `json:"name"`
+	Metadata    map[string]string `json:"metadata"`
+	State       session.State     `json:"state"`
+	ParentID    *string           `json:"parent_id"`
+	RootID      string            `json:"root_id"`
+	Depth       int               `json:"depth"`
+	Tenant      string            `json:"tenant"`
+	ActiveRunID *string           `json:"active_run_id"`
+	LastSeq     int64             `json:"last_seq"`
+	CreatedAt   time.Time         `json:"created_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
+}
+
+func toSessionResponse(s session.Session) sessionResponse {
+	md := s.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	return sessionResponse{
+		ID: s.ID, Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State,
+		ParentID: nullable(s.ParentID), RootID: s.RootID, Depth: s.Depth, Tenant: s.Tenant,
+		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq,
+		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
+	}
+}
+
+// listResponse is one page of a list.
+type listResponse[T any] struct {
+	Data       []T     `json:"data"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+func toList[T, R any](p kernel.Page[T], conv func(T) R) listResponse[R] {
+	out := listResponse[R]{Data: make([]R, len(p.Items)), NextCursor: nullable(p.Next)}
+	for i, item := range p.Items {
+		out.Data[i] = conv(item)
+	}
+	return out
+}
+
+// handleSessionCreate handles "POST /sessions".
+func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[createSessionRequest](r)
+	if err != nil {
+		return err
+	}
+	sess, err := s.kernel.CreateSession(r.Context(), kernel.CreateSession{
+		Agent: req.Agent, Name: req.Name, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory,
+	})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/sessions/"+sess.ID)
+	return writeJSON(w, http.StatusCreated, toSessionResponse(sess))
+}
+
+// handleSessionList handles "GET /sessions".
+func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) error {
+	page, err := pageRequest(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	p, err := s.kernel.ListSessions(r.Context(), kernel.ListSessions{
+		Agent: q.Get("agent"), State: session.State(q.Get("state")), ParentID: q.Get("parent_id"), Page: page,
+	})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, toList(p, toSessionResponse))
+}
+
+// handleSessionGet handles "GET /sessions/{id}".
+func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.kernel.GetSession(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, toSessionResponse(sess))
+}
+
+// handleSessionUpdate handles "PATCH /sessions/{id}".
+func (s *Server) handleSessionUpdate(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[updateSessionRequest](r)
+	if err != nil {
+		return err
+	}
+	sess, err := s.kernel.UpdateSession(r.Context(), r.PathValue("id"), kernel.SessionUpdate{Name: req.Name, Metadata: req.Metadata})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, toSessionResponse(sess))
+}
+
+// handleSessionDelete handles "DELETE /sessions/{id}".
+func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) error {
+	cascade, err := boolParam(r, "cascade")
+	if err != nil {
+		return err
+	}
+	if err := s.kernel.DeleteSession(r.Context(), r.PathValue("id"), cascade); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// handleSessionChildren handles "GET /sessions/{id}/children".
+func (s *Server) handleSessionChildren(w http.ResponseWriter, r *http.Request) error {
+	page, err := pageRequest(r)
+	if err != nil {
+		return err
+	}
+	p, err := s.kernel.Children(r.Context(), r.PathValue("id"), page)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, toList(p, toSessionResponse))
+}
+
+// pageRequest reads ?limit= and ?cursor=.
+func pageRequest(r *http.Request) (kernel.PageRequest, error) {
+	q := r.URL.Query()
+	p := kernel.PageRequest{Cursor: q.Get("cursor")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return p, errdefs.Invalid("limit", "must be an integer from 1 to 200")
+		}
+		p.Limit = n // the kernel checks the upper bound
+	}
+	return p, nil
+}
+
+// boolParam reads a boolean query parameter; absent is false.
+func boolParam(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, errdefs.Invalid(name, "must be true or false")
+	}
+	return b, nil
+}
+
+// nullable returns nil for "", so the field encodes as null.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -15,7 +15,7 @@ import (
 const MaxEventPage = 1000
 
 // Events returns up to limit events of a session with seq > after, in seq
-// order. limit is clamped to 1..MaxEventPage.
+// order. A limit outside 1..MaxEventPage means MaxEventPage.
 func (k *Kernel) Events(ctx context.Context, sessionID string, after int64, limit int) ([]session.Event, error) {
 	if _, err := k.GetSession(ctx, sessionID); err != nil {
 		return nil, err
@@ -23,7 +23,9 @@ func (k *Kernel) Events(ctx context.Context, sessionID string, after int64, limi
 	if after < 0 {
 		return nil, errdefs.Invalid("after", "must not be negative")
 	}
-	limit = min(max(limit, 1), MaxEventPage)
+	if limit <= 0 || limit > MaxEventPage {
+		limit = MaxEventPage
+	}
 	evs, err := k.store.ReadEvents(ctx, sessionID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)

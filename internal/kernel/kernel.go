@@ -14,6 +14,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -96,6 +97,10 @@ type activeRun struct {
 	ctx    context.Context // the run's own context, child of Kernel.ctx
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed when the run has ended and been recorded
+	// ending is set just before the run emits its terminal event: from then
+	// on a new run for the session waits for done instead of being refused,
+	// since a client may post the moment it sees RUN_FINISHED.
+	ending atomic.Bool
 }
 
 // New returns a kernel. Call Close to stop it.
@@ -170,13 +175,24 @@ func (k *Kernel) Close(ctx context.Context) error {
 	}
 }
 
+// checkOpen returns ErrUnavailable once Close has been called.
+func (k *Kernel) checkOpen() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.checkOpenLocked()
+}
+
+func (k *Kernel) checkOpenLocked() error {
+	if k.closed {
+		return errdefs.New(errdefs.ErrUnavailable, "shutting_down", "kerneld is shutting down")
+	}
+	return nil
+}
+
 // Ready reports whether the kernel can serve: not closing, store reachable.
 func (k *Kernel) Ready(ctx context.Context) error {
-	k.mu.Lock()
-	closed := k.closed
-	k.mu.Unlock()
-	if closed {
-		return errdefs.New(errdefs.ErrUnavailable, "shutting_down", "kerneld is shutting down")
+	if err := k.checkOpen(); err != nil {
+		return err
 	}
 	if err := k.store.Ping(ctx); err != nil {
 		return errdefs.New(errdefs.ErrUnavailable, "store_unavailable", "store is unavailable")

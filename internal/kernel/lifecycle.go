@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
@@ -25,19 +26,26 @@ func (k *Kernel) CloseSession(ctx context.Context, id string) (session.Session, 
 
 // DeleteSession cancels the session's run and deletes the session with its
 // history. A session with children is deleted only with cascade, and then
-// its whole subtree goes first.
+// its whole subtree goes first. The session is closed first, under its
+// lock, so no child can be added while the subtree is being deleted.
 func (k *Kernel) DeleteSession(ctx context.Context, id string, cascade bool) error {
 	if _, err := k.GetSession(ctx, id); err != nil {
+		return err
+	}
+	err := k.updateSession(ctx, id, func(s *session.Session) error {
+		if !cascade {
+			if err := k.refuseIfParent(ctx, id); err != nil {
+				return err
+			}
+		}
+		return closeState(s, k.now().UTC())
+	})
+	if err != nil {
 		return err
 	}
 	children, err := k.store.ListSessions(ctx, SessionQuery{ParentID: id})
 	if err != nil {
 		return fmt.Errorf("list children: %w", err)
-	}
-	if len(children) > 0 && !cascade {
-		return errdefs.New(errdefs.ErrConflict, "session_has_children",
-			"session %s has %d child sessions; delete with cascade=true to delete them too", id, len(children)).
-			With("children", len(children))
 	}
 	for _, c := range children {
 		if err := k.DeleteSession(ctx, c.ID, true); err != nil {
@@ -55,15 +63,32 @@ func (k *Kernel) DeleteSession(ctx context.Context, id string, cascade bool) err
 	return nil
 }
 
+// refuseIfParent returns a conflict when session id has children.
+func (k *Kernel) refuseIfParent(ctx context.Context, id string) error {
+	children, err := k.store.ListSessions(ctx, SessionQuery{ParentID: id})
+	if err != nil {
+		return fmt.Errorf("list children: %w", err)
+	}
+	if len(children) > 0 {
+		return errdefs.New(errdefs.ErrConflict, "session_has_children",
+			"session %s has %d child sessions; delete with cascade=true to delete them too", id, len(children)).
+			With("children", len(children))
+	}
+	return nil
+}
+
+// closeState moves s to closed unless it already is.
+func closeState(s *session.Session, now time.Time) error {
+	if s.State == session.StateClosed {
+		return nil
+	}
+	return s.Transition(session.StateClosed, now)
+}
+
 // closeSession moves session id to closed, then cancels its run and waits
 // until the run has recorded its end. It returns the closed session.
 func (k *Kernel) closeSession(ctx context.Context, id string) (session.Session, error) {
-	err := k.updateSession(ctx, id, func(s *session.Session) error {
-		if s.State == session.StateClosed {
-			return nil
-		}
-		return s.Transition(session.StateClosed, k.now().UTC())
-	})
+	err := k.updateSession(ctx, id, func(s *session.Session) error { return closeState(s, k.now().UTC()) })
 	if err != nil {
 		return session.Session{}, err
 	}

@@ -50,15 +50,19 @@ type runner struct {
 }
 
 // execute runs the agent loop for ar and records how it ended. It is the
-// body of every run goroutine.
-func (k *Kernel) execute(ar *activeRun, run session.Run, spec agents.Spec) {
+// body of every run goroutine. A startErr (the run is logged but could not
+// be fully recorded) ends it at once as internal.
+func (k *Kernel) execute(ar *activeRun, run session.Run, spec agents.Spec, startErr error) {
 	r := &runner{
 		k: k, ar: ar, run: &run, spec: spec,
 		log: k.log.With("session", run.SessionID, "run", run.ID, "agent", spec.Name),
 	}
 	ctx, cancel := context.WithTimeoutCause(ar.ctx, runTimeout(spec.Limits.RunTimeout), errRunTimeout)
 	defer cancel()
-	err := r.safeLoop(ctx)
+	err := startErr
+	if err == nil {
+		err = r.safeLoop(ctx)
+	}
 	r.finish(err)
 }
 
@@ -222,6 +226,7 @@ func (r *runner) finish(err error) {
 	}
 	evs, msgs := r.closeOpen()
 	evs = append(evs, end.event)
+	r.ar.ending.Store(true)
 	if err := r.emit(evs...); err != nil {
 		r.log.Error("record run end", "err", err)
 	}
@@ -242,6 +247,7 @@ func (r *runner) closeOpen() ([]session.Event, []session.Message) {
 	var msgs []session.Message
 	if r.turn != nil {
 		evs = r.turn.close()
+		r.usage = r.usage.Add(session.Usage{InputTokens: r.turn.usage.InputTokens, OutputTokens: r.turn.usage.OutputTokens})
 		if m, ok := r.turn.message(); ok {
 			msgs = append(msgs, m)
 			r.pending = append(r.pending, m.ToolCalls...)

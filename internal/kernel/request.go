@@ -53,11 +53,12 @@ func (r *runner) request(ctx context.Context, n int) (llm.Request, error) {
 
 // window keeps the last max messages, starting at a user message when the
 // window holds one, so the model never sees a tool result without its call.
+// The history loaded at run start is already cut to max, so the start is
+// fixed up even when nothing more is cut here.
 func window(msgs []llm.Message, max int) []llm.Message {
-	if max <= 0 || len(msgs) <= max {
-		return msgs
+	if max > 0 && len(msgs) > max {
+		msgs = msgs[len(msgs)-max:]
 	}
-	msgs = msgs[len(msgs)-max:]
 	for i, m := range msgs {
 		if m.Role == llm.RoleUser {
 			return msgs[i:]

@@ -36,8 +36,11 @@ type RunRequest struct {
 // and the user message, emits RUN_STARTED and the echoed input, and starts
 // the agent loop, which outlives ctx. With an Idempotency-Key seen within
 // the window it returns the original run instead and replayed is true.
-func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (run session.Run, replayed bool, err error) {
+func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (session.Run, bool, error) {
 	if err := k.validateRunRequest(req); err != nil {
+		return session.Run{}, false, err
+	}
+	if err := k.awaitEnding(ctx, sessionID); err != nil {
 		return session.Run{}, false, err
 	}
 	unlock := k.lockSession(sessionID)
@@ -57,12 +60,38 @@ func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (run
 	if err != nil {
 		return session.Run{}, false, err
 	}
-	if err := k.start(ctx, &s, &run); err != nil {
+	logged, startErr := k.start(ctx, s, &run)
+	if !logged {
+		k.abandon(s, run)
 		k.retire(s.ID, ar)
-		return session.Run{}, false, err
+		k.wg.Done()
+		return session.Run{}, false, startErr
 	}
-	k.wg.Go(func() { k.execute(ar, run, spec) }) // the goroutine owns its copy of run
+	// Once RUN_STARTED is in the log the run must end there too: a failure
+	// after that point is handed to the run, which ends as internal.
+	go func() {
+		defer k.wg.Done()
+		k.execute(ar, run, spec, startErr)
+	}()
 	return run, false, nil
+}
+
+// awaitEnding waits for a session's run that is already emitting its end,
+// so input posted the moment RUN_FINISHED arrives starts a run instead of
+// finding the session busy.
+func (k *Kernel) awaitEnding(ctx context.Context, sessionID string) error {
+	k.mu.Lock()
+	ar := k.active[sessionID]
+	k.mu.Unlock()
+	if ar == nil || !ar.ending.Load() {
+		return nil
+	}
+	select {
+	case <-ar.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // validateRunRequest checks a run request's shape.
@@ -114,8 +143,8 @@ func (k *Kernel) reserve(s session.Session, req RunRequest) (*activeRun, session
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.closed {
-		return nil, session.Run{}, errdefs.New(errdefs.ErrUnavailable, "shutting_down", "kerneld is shutting down")
+	if err := k.checkOpenLocked(); err != nil {
+		return nil, session.Run{}, err
 	}
 	if cur := k.active[s.ID]; cur != nil {
 		return nil, session.Run{}, errdefs.New(errdefs.ErrConflict, "session_busy",
@@ -129,21 +158,23 @@ func (k *Kernel) reserve(s session.Session, req RunRequest) (*activeRun, session
 	ctx, cancel := context.WithCancelCause(k.ctx)
 	ar := &activeRun{runID: run.ID, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	k.active[s.ID] = ar
+	k.wg.Add(1) // under mu, after the closed check, so Close waits for this run
 	return ar, run, nil
 }
 
 // start records a reserved run as started: the run, the session's state,
-// RUN_STARTED with the echoed input, and the user message.
-func (k *Kernel) start(ctx context.Context, s *session.Session, r *session.Run) error {
+// RUN_STARTED with the echoed input, and the user message. logged reports
+// whether RUN_STARTED reached the log.
+func (k *Kernel) start(ctx context.Context, s session.Session, r *session.Run) (logged bool, err error) {
 	if err := k.store.CreateRun(ctx, *r); err != nil {
-		return fmt.Errorf("create run: %w", err)
+		return false, fmt.Errorf("create run: %w", err)
 	}
 	if err := s.Transition(session.StateRunning, r.StartedAt); err != nil {
-		return err
+		return false, err
 	}
 	s.ActiveRunID = r.ID
-	if err := k.store.UpdateSession(ctx, *s); err != nil {
-		return fmt.Errorf("update session: %w", err)
+	if err := k.store.UpdateSession(ctx, s); err != nil {
+		return false, fmt.Errorf("update session: %w", err)
 	}
 	msgID := newID()
 	evs := []session.Event{
@@ -153,17 +184,31 @@ func (k *Kernel) start(ctx context.Context, s *session.Session, r *session.Run) 
 		session.TextMessageEnd(msgID),
 	}
 	if err := k.emit(ctx, s.ID, r.ID, evs...); err != nil {
-		return err
+		return false, err
 	}
 	r.StartSeq = evs[0].Seq
 	if err := k.store.UpdateRun(ctx, *r); err != nil {
-		return fmt.Errorf("update run: %w", err)
+		return true, fmt.Errorf("update run: %w", err)
 	}
 	msg := session.Message{ID: msgID, SessionID: s.ID, RunID: r.ID, Role: session.RoleUser, Content: r.Input, CreatedAt: r.StartedAt}
 	if err := k.store.AppendMessages(ctx, msg); err != nil {
-		return fmt.Errorf("append message: %w", err)
+		return true, fmt.Errorf("append message: %w", err)
 	}
-	return nil
+	return true, nil
+}
+
+// abandon undoes what start recorded of a run that never reached the log:
+// the run is marked failed and the session gets its previous state back.
+func (k *Kernel) abandon(prev session.Session, r session.Run) {
+	ctx := context.WithoutCancel(k.ctx)
+	r.State, r.EndedAt = session.RunFailed, k.now().UTC()
+	r.Error = &session.RunError{Code: session.ErrorCodeInternal, Message: "the run could not be started"}
+	if err := k.store.UpdateRun(ctx, r); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		k.log.Error("abandon run", "session", prev.ID, "run", r.ID, "err", err)
+	}
+	if err := k.store.UpdateSession(ctx, prev); err != nil {
+		k.log.Error("restore session", "session", prev.ID, "err", err)
+	}
 }
 
 // GetRun returns one run of a session.

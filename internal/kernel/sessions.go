@@ -53,13 +53,8 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		Metadata: maps.Clone(req.Metadata), State: session.StateActive, CreatedAt: now, UpdatedAt: now,
 	}
 	s.RootID = s.ID
-	if req.ParentID != "" {
-		if err := k.placeUnder(ctx, &s, req.ParentID); err != nil {
-			return session.Session{}, err
-		}
-	}
-	if err := k.store.CreateSession(ctx, s); err != nil {
-		return session.Session{}, fmt.Errorf("create session: %w", err)
+	if err := k.insertSession(ctx, &s, req.ParentID); err != nil {
+		return session.Session{}, err
 	}
 	for _, e := range entries {
 		e.SessionID, e.UpdatedAt = s.ID, now
@@ -68,6 +63,27 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		}
 	}
 	return s, nil
+}
+
+// insertSession stores s, as a child of parentID when that is set. A child
+// is placed and stored under its parent's lock, so concurrent creations
+// cannot exceed the parent's limits and a parent being deleted (closed
+// first, under the same lock) takes no new child.
+func (k *Kernel) insertSession(ctx context.Context, s *session.Session, parentID string) error {
+	if err := k.checkOpen(); err != nil {
+		return err
+	}
+	if parentID != "" {
+		unlock := k.lockSession(parentID)
+		defer unlock()
+		if err := k.placeUnder(ctx, s, parentID); err != nil {
+			return err
+		}
+	}
+	if err := k.store.CreateSession(ctx, *s); err != nil {
+		return fmt.Errorf("create session: %w", err)
+	}
+	return nil
 }
 
 // placeUnder makes s a child of parentID, enforcing the parent agent's

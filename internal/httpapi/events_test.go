@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -271,7 +272,7 @@ func TestEventStream_CloseStreams(t *testing.T) {
 	ts.api.CloseStreams()
 	select {
 	case err := <-done:
-		if err != io.EOF {
+		if !errors.Is(err, io.EOF) {
 			t.Fatalf("stream ended with %v, want EOF", err)
 		}
 	case <-time.After(5 * time.Second):

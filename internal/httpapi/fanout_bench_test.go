@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -79,7 +80,7 @@ func countFrames(res *http.Response, n *atomic.Int64) {
 		if bytes.HasPrefix(line, []byte("id: ")) {
 			n.Add(1)
 		}
-		if err != nil && err != bufio.ErrBufferFull {
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 			return
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -240,7 +241,7 @@ func (s *sseStream) events(t *testing.T, stop func(frame) bool) []frame {
 	var out []frame
 	for {
 		f, err := s.next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out
 		}
 		if err != nil {

@@ -75,7 +75,7 @@ func Check(objects [][]byte) (output string, err error) {
 	if err != nil {
 		return "", fmt.Errorf("write events: %w", err)
 	}
-	defer os.Remove(f.Name())
+	defer func() { _ = os.Remove(f.Name()) }() // a temp file; the OS cleans up what this misses
 	_, err = f.Write(append(append([]byte("[\n"), bytes.Join(objects, []byte(",\n"))...), "\n]\n"...))
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -109,7 +109,7 @@ func harness() (string, error) {
 	}
 	root, err := moduleRoot()
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return "", fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	dir := filepath.Join(root, "test", "agui")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@ag-ui", "client")); err != nil {

@@ -31,11 +31,9 @@ func newEntry(sessionID, key, value string) session.MemoryEntry {
 }
 
 // mustPutMemory stores the entry key = value in session sessionID.
-func mustPutMemory(tb testing.TB, st kernel.Store, sessionID, key, value string) session.MemoryEntry {
+func mustPutMemory(tb testing.TB, st kernel.Store, sessionID, key, value string) {
 	tb.Helper()
-	e := newEntry(sessionID, key, value)
-	require.NoError(tb, st.PutMemory(tb.Context(), e, noLimit), "put memory %q", key)
-	return e
+	require.NoError(tb, st.PutMemory(tb.Context(), newEntry(sessionID, key, value), noLimit), "put memory %q", key)
 }
 
 // mustGetMemory returns the stored entry key of session sessionID.
@@ -110,9 +108,8 @@ func testMemoryDelete(t *testing.T, st kernel.Store) {
 func testMemoryList(t *testing.T, st kernel.Store) {
 	s := mustCreateSession(t, st)
 	assert.Empty(t, mustListMemory(t, st, s.ID), "a new session's memory")
-	var want []session.MemoryEntry
 	for _, k := range []string{"b", "a/z", "B", "a", "a.b", "_x"} {
-		want = append(want, mustPutMemory(t, st, s.ID, k, `"`+k+`"`))
+		mustPutMemory(t, st, s.ID, k, `"`+k+`"`)
 	}
 	got := mustListMemory(t, st, s.ID)
 	// Byte order: upper case before lower case, '.' and '/' before letters.

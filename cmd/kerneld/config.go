@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/kerneld/kerneld/internal/kernel"
+)
+
+// Config is kerneld's configuration: defaults, then configs/kerneld.yaml,
+// then KERNELD_* environment variables, then flags.
+type Config struct {
+	HTTP      HTTPConfig     `yaml:"http"`
+	Store     StoreConfig    `yaml:"store"`
+	AgentsDir string         `yaml:"agents_dir"`
+	Log       LogConfig      `yaml:"log"`
+	Auth      AuthConfig     `yaml:"auth"`
+	Sessions  SessionsConfig `yaml:"sessions"`
+}
+
+// HTTPConfig configures the listener and the API.
+type HTTPConfig struct {
+	Addr            string        `yaml:"addr"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	RequestTimeout  time.Duration `yaml:"request_timeout"`
+	MaxBodyBytes    int64         `yaml:"max_body_bytes"`
+	Heartbeat       time.Duration `yaml:"heartbeat"`
+}
+
+// StoreConfig picks the storage backend.
+type StoreConfig struct {
+	Kind    string `yaml:"kind"`
+	DataDir string `yaml:"data_dir"`
+}
+
+// LogConfig configures the logger.
+type LogConfig struct {
+	Format string `yaml:"format"` // text | json
+	Level  string `yaml:"level"`  // debug | info | warn | error
+}
+
+// AuthConfig lists the API keys; none means no authentication.
+type AuthConfig struct {
+	APIKeys []APIKey `yaml:"api_keys"`
+}
+
+// APIKey is one bearer token and the tenant it acts as.
+type APIKey struct {
+	Key    string `yaml:"key"`
+	Tenant string `yaml:"tenant"`
+}
+
+// SessionsConfig bounds what sessions may hold.
+type SessionsConfig struct {
+	MaxMemoryEntries    int           `yaml:"max_memory_entries"`
+	MaxMemoryValueBytes int           `yaml:"max_memory_value_bytes"`
+	MaxInputBytes       int           `yaml:"max_input_bytes"`
+	ToolTimeout         time.Duration `yaml:"tool_timeout"`
+}
+
+// DefaultConfig returns the configuration used where nothing else is set.
+func DefaultConfig() Config {
+	l := kernel.DefaultLimits()
+	return Config{
+		HTTP: HTTPConfig{
+			Addr: "127.0.0.1:8080", ShutdownTimeout: 10 * time.Second, RequestTimeout: 30 * time.Second,
+			MaxBodyBytes: 1 << 20, Heartbeat: 15 * time.Second,
+		},
+		Store:     StoreConfig{Kind: "memory", DataDir: "./data"},
+		AgentsDir: "configs/agents",
+		Log:       LogConfig{Format: "text", Level: "info"},
+		Sessions: SessionsConfig{
+			MaxMemoryEntries: l.MaxMemoryEntries, MaxMemoryValueBytes: l.MaxMemoryValueBytes,
+			MaxInputBytes: l.MaxInputBytes, ToolTimeout: l.ToolTimeout,
+		},
+	}
+}
+
+// flagValues are the command-line flags; each has a KERNELD_* twin.
+type flagValues struct {
+	config, addr, agentsDir, store, dataDir, logFormat string
+	version                                            bool
+}
+
+// parseFlags parses args. A flag left unset falls back to its environment
+// twin, which in turn falls back to the config file.
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (flagValues, error) {
+	var f flagValues
+	fs := flag.NewFlagSet("kerneld", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", envOr(getenv, "KERNELD_CONFIG", "configs/kerneld.yaml"), "config file (KERNELD_CONFIG)")
+	fs.StringVar(&f.addr, "addr", getenv("KERNELD_ADDR"), "listen address, default 127.0.0.1:8080 (KERNELD_ADDR)")
+	fs.StringVar(&f.agentsDir, "agents-dir", getenv("KERNELD_AGENTS_DIR"), "agent definitions, default configs/agents (KERNELD_AGENTS_DIR)")
+	fs.StringVar(&f.store, "store", getenv("KERNELD_STORE"), "storage backend: memory (KERNELD_STORE)")
+	fs.StringVar(&f.dataDir, "data-dir", getenv("KERNELD_DATA_DIR"), "data directory, default ./data (KERNELD_DATA_DIR)")
+	fs.StringVar(&f.logFormat, "log-format", getenv("KERNELD_LOG_FORMAT"), "log format: text or json (KERNELD_LOG_FORMAT)")
+	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return f, nil
+}
+
+func envOr(getenv func(string) string, name, def string) string {
+	if v := getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// loadConfig reads the config file over the defaults, expanding ${VAR}
+// from getenv, then applies the flags (which carry the env twins).
+func loadConfig(f flagValues, getenv func(string) string) (Config, error) {
+	cfg := DefaultConfig()
+	if err := readConfigFile(f.config, getenv, &cfg); err != nil {
+		return cfg, err
+	}
+	override(&cfg.HTTP.Addr, f.addr)
+	override(&cfg.AgentsDir, f.agentsDir)
+	override(&cfg.Store.Kind, f.store)
+	override(&cfg.Store.DataDir, f.dataDir)
+	override(&cfg.Log.Format, f.logFormat)
+	if v := getenv("KERNELD_API_KEYS"); v != "" {
+		cfg.Auth.APIKeys = append(cfg.Auth.APIKeys, parseAPIKeys(v)...)
+	}
+	return cfg, cfg.Validate()
+}
+
+// parseAPIKeys reads KERNELD_API_KEYS: comma-separated "key" or
+// "key:tenant" entries; a key without a tenant acts as tenant "default".
+func parseAPIKeys(v string) []APIKey {
+	var keys []APIKey
+	for _, entry := range strings.Split(v, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		key, tenant, ok := strings.Cut(entry, ":")
+		if !ok {
+			tenant = "default"
+		}
+		keys = append(keys, APIKey{Key: key, Tenant: tenant})
+	}
+	return keys
+}
+
+func override(dst *string, v string) {
+	if v != "" {
+		*dst = v
+	}
+}
+
+// readConfigFile decodes path into cfg strictly: an unknown key is an
+// error, so a typo does not silently fall back to a default. A missing
+// file is fine only at the default path.
+func readConfigFile(path string, getenv func(string) string, cfg *Config) error {
+	buf, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && path == "configs/kerneld.yaml" {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(expandEnv(buf, getenv)))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("parse config %s: %w", path, err)
+	}
+	return nil
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces ${NAME} with its value; a bare $ is left alone.
+func expandEnv(b []byte, getenv func(string) string) []byte {
+	return envRef.ReplaceAllFunc(b, func(m []byte) []byte { return []byte(getenv(string(m[2 : len(m)-1]))) })
+}
+
+// Validate checks the configuration as a whole.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Store.Kind != "memory" {
+		errs = append(errs, fmt.Errorf("store.kind: unknown store %q (known: memory)", c.Store.Kind))
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		errs = append(errs, fmt.Errorf("log.format: must be text or json, not %q", c.Log.Format))
+	}
+	if _, err := parseLevel(c.Log.Level); err != nil {
+		errs = append(errs, err)
+	}
+	if c.HTTP.ShutdownTimeout <= 0 || c.HTTP.RequestTimeout <= 0 || c.HTTP.Heartbeat <= 0 {
+		errs = append(errs, errors.New("http: shutdown_timeout, request_timeout and heartbeat must be positive"))
+	}
+	for i, k := range c.Auth.APIKeys {
+		if k.Key == "" || k.Tenant == "" {
+			errs = append(errs, fmt.Errorf("auth.api_keys[%d]: key and tenant are required (is its ${VAR} set?)", i))
+		}
+	}
+	if len(c.Auth.APIKeys) == 0 && !isLoopback(c.HTTP.Addr) {
+		errs = append(errs, fmt.Errorf("http.addr: refusing to listen on %s without auth.api_keys; "+
+			"configure API keys or listen on 127.0.0.1", c.HTTP.Addr))
+	}
+	return errors.Join(errs...)
+}
+
+// isLoopback reports whether addr binds only a loopback interface.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// apiKeys returns the configured keys as token → tenant.
+func (c Config) apiKeys() map[string]string {
+	m := make(map[string]string, len(c.Auth.APIKeys))
+	for _, k := range c.Auth.APIKeys {
+		m[k.Key] = k.Tenant
+	}
+	return m
+}
+
+// limits returns the kernel limits the config sets.
+func (c Config) limits() kernel.Limits {
+	l := kernel.DefaultLimits()
+	l.MaxMemoryEntries = c.Sessions.MaxMemoryEntries
+	l.MaxMemoryValueBytes = c.Sessions.MaxMemoryValueBytes
+	l.MaxInputBytes = c.Sessions.MaxInputBytes
+	l.ToolTimeout = c.Sessions.ToolTimeout
+	return l
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for the logger and the test to share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var listening = regexp.MustCompile(`msg="kerneld listening" addr=(\S+)`)
+
+// waitAddr waits for the "listening" log line and returns the address.
+func waitAddr(t *testing.T, logs func() string) string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := listening.FindStringSubmatch(logs()); m != nil {
+			return m[1]
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("kerneld did not start; logs:\n%s", logs())
+	return ""
+}
+
+func post(t *testing.T, url, body string) map[string]any {
+	t.Helper()
+	res, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(res.Body).Decode(&m); err != nil || res.StatusCode >= 300 {
+		t.Fatalf("POST %s = %d %v %v", url, res.StatusCode, m, err)
+	}
+	return m
+}
+
+// TestRun_ServeAndShutdown starts kerneld in-process on the repository's
+// agents, streams a run, and stops it: the stream must end and run must
+// return well within the shutdown timeout.
+func TestRun_ServeAndShutdown(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	args := []string{"-addr", "127.0.0.1:0", "-agents-dir", "../../configs/agents", "-config", "../../configs/kerneld.yaml"}
+	go func() { done <- run(ctx, args, env(nil), io.Discard, logs) }()
+	base := "http://" + waitAddr(t, logs.String)
+
+	id := post(t, base+"/sessions", `{"agent":"echo"}`)["id"].(string)
+	post(t, base+"/sessions/"+id+"/run", `{"input":"`+strings.Repeat("word ", 500)+`"}`)
+	res, err := http.Get(base + "/sessions/" + id + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	r := bufio.NewReader(res.Body)
+	for line := ""; !strings.Contains(line, "TEXT_MESSAGE_CONTENT"); {
+		if line, err = r.ReadString('\n'); err != nil {
+			t.Fatalf("read stream: %v", err)
+		}
+	}
+
+	start := time.Now()
+	cancel() // what SIGTERM does through signal.NotifyContext
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		t.Fatalf("stream did not end cleanly: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return within the shutdown timeout")
+	}
+	t.Logf("shutdown took %v", time.Since(start))
+}
+
+func TestRun_Version(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"-version"}} {
+		var out bytes.Buffer
+		if err := run(t.Context(), args, env(nil), &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(out.String(), "kerneld ") {
+			t.Errorf("%v printed %q", args, out.String())
+		}
+	}
+}
+
+// TestRun_BadAgentFile: a bad agent file stops startup with an error that
+// names the file and the field.
+func TestRun_BadAgentFile(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "good.yaml", "name: ok\nmodel: {provider: scripted, script: [{text: hi}]}\n")
+	bad := writeFile(t, dir, "bad.yaml", "name: broken\nmodel: {provider: scripted, script: [{text: hi}]}\ntools: [teleport]\n")
+	err := run(t.Context(), []string{"-addr", "127.0.0.1:0", "-agents-dir", dir}, env(nil), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "tools[0]") {
+		t.Fatalf("error = %v, want it to name %s and tools[0]", err, bad)
+	}
+}
+
+// TestProcess_SIGTERM runs the real binary and stops it with SIGTERM while
+// a run streams: it must exit 0 within the shutdown timeout.
+func TestProcess_SIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "kerneld")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	logs := &syncBuffer{}
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-agents-dir", "../../configs/agents", "-config", "../../configs/kerneld.yaml")
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	base := "http://" + waitAddr(t, logs.String)
+	id := post(t, base+"/sessions", `{"agent":"echo"}`)["id"].(string)
+	post(t, base+"/sessions/"+id+"/run", `{"input":"`+strings.Repeat("word ", 500)+`"}`)
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit: %v\n%s", err, logs.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no exit within the shutdown timeout\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "run ended") || !strings.Contains(logs.String(), "state=interrupted") {
+		t.Errorf("the active run was not recorded as interrupted:\n%s", logs.String())
+	}
+}

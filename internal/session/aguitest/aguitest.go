@@ -39,11 +39,22 @@ const timeout = 60 * time.Second
 // stream. See VerifyJSON for when it skips.
 func Verify(tb testing.TB, events []session.Event) {
 	tb.Helper()
-	objects := make([][]byte, len(events))
-	for i := range events {
-		objects[i], _ = events[i].MarshalJSON() // never fails
+	VerifyLogs(tb, [][]session.Event{events})
+}
+
+// VerifyLogs is Verify for several independent logs (say, of several
+// sessions) in one run of the checker, which is much faster than one run
+// per log.
+func VerifyLogs(tb testing.TB, logs [][]session.Event) {
+	tb.Helper()
+	objects := make([][][]byte, len(logs))
+	for i, events := range logs {
+		objects[i] = make([][]byte, len(events))
+		for j := range events {
+			objects[i][j], _ = events[j].MarshalJSON() // never fails
+		}
 	}
-	VerifyJSON(tb, objects)
+	report(tb, objects)
 }
 
 // VerifyJSON is Verify for callers that already hold the wire objects, for
@@ -51,7 +62,12 @@ func Verify(tb testing.TB, events []session.Event) {
 // it skips tb, or fails it if KERNELD_REQUIRE_AGUI is "1".
 func VerifyJSON(tb testing.TB, objects [][]byte) {
 	tb.Helper()
-	out, err := Check(objects)
+	report(tb, [][][]byte{objects})
+}
+
+func report(tb testing.TB, logs [][][]byte) {
+	tb.Helper()
+	out, err := CheckLogs(logs)
 	switch {
 	case errors.Is(err, ErrUnavailable):
 		if os.Getenv("KERNELD_REQUIRE_AGUI") == "1" {
@@ -67,32 +83,37 @@ func VerifyJSON(tb testing.TB, objects [][]byte) {
 // events, and returns its output. The error wraps ErrRejected when the
 // checker rejects the events and ErrUnavailable when it cannot run.
 func Check(objects [][]byte) (output string, err error) {
+	return CheckLogs([][][]byte{objects})
+}
+
+// CheckLogs is Check for several independent logs, checked in one run.
+func CheckLogs(logs [][][]byte) (output string, err error) {
 	script, err := harness()
 	if err != nil {
 		return "", err
 	}
-	f, err := os.CreateTemp("", "kerneld-agui-*.json")
+	dir, err := os.MkdirTemp("", "kerneld-agui-")
 	if err != nil {
 		return "", fmt.Errorf("write events: %w", err)
 	}
-	defer func() { _ = os.Remove(f.Name()) }() // a temp file; the OS cleans up what this misses
-	_, err = f.Write(append(append([]byte("[\n"), bytes.Join(objects, []byte(",\n"))...), "\n]\n"...))
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	defer func() { _ = os.RemoveAll(dir) }() // temp files; the OS cleans up what this misses
+	files := make([]string, len(logs))
+	for i, objects := range logs {
+		files[i] = filepath.Join(dir, fmt.Sprintf("log%d.json", i))
+		body := append(append([]byte("[\n"), bytes.Join(objects, []byte(",\n"))...), "\n]\n"...)
+		if err := os.WriteFile(files[i], body, 0o600); err != nil {
+			return "", fmt.Errorf("write events: %w", err)
+		}
 	}
-	if err != nil {
-		return "", fmt.Errorf("write events: %w", err)
-	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "node", script, f.Name()).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "node", append([]string{script}, files...)...).CombinedOutput()
 	output = string(out)
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
 		return output, nil
-	case errors.As(err, &exit) && exit.ExitCode() == 1 && strings.HasPrefix(output, "FAIL "):
+	case errors.As(err, &exit) && exit.ExitCode() == 1 && strings.Contains(output, "FAIL "):
 		return output, ErrRejected
 	case ctx.Err() != nil:
 		return output, fmt.Errorf("run %s: no answer within %v", script, timeout)

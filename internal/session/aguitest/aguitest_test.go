@@ -222,3 +222,19 @@ func without(evs []session.Event, typ session.EventType, id string) []session.Ev
 	}
 	return slices.Delete(slices.Clone(evs), i, i+1)
 }
+
+// TestCheckLogs: several logs are checked in one run, and one bad log
+// among good ones is still rejected, by name.
+func TestCheckLogs(t *testing.T) {
+	good := wire(stamp(successRun("r1")))
+	bad := wire(without(stamp(successRun("r2")), session.EventRunFinished, ""))
+	if _, err := aguitest.CheckLogs([][][]byte{good, good}); errors.Is(err, aguitest.ErrUnavailable) {
+		t.Skip(err)
+	} else if err != nil {
+		t.Fatalf("two good logs: %v", err)
+	}
+	out, err := aguitest.CheckLogs([][][]byte{good, bad, good})
+	if !errors.Is(err, aguitest.ErrRejected) || !strings.Contains(out, "log1.json") {
+		t.Fatalf("a bad log among good ones: err %v, output %q", err, out)
+	}
+}

@@ -1,0 +1,227 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// interruptedMessage is the RUN_ERROR message of a run the process died under.
+const interruptedMessage = "the run was interrupted: kerneld stopped while it was running"
+
+// Recover resolves the runs a crash or kill left running. Each is finished
+// from its own events: whatever it opened is closed, its dangling tool
+// calls get error results, messages the crash kept from the history are
+// recorded, and it ends with RUN_ERROR code interrupted; its session goes
+// to error and accepts new runs. Runs waiting for input keep waiting. Call
+// it once at startup, before serving. It returns how many runs it resolved.
+func (k *Kernel) Recover(ctx context.Context) (int, error) {
+	runs, err := k.store.ListRunsByState(ctx, session.RunRunning)
+	if err != nil {
+		return 0, fmt.Errorf("list running runs: %w", err)
+	}
+	for i, r := range runs {
+		err := k.recoverRun(ctx, r)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			continue // its session is gone
+		}
+		if err != nil {
+			return i, fmt.Errorf("recover run %s of session %s: %w", r.ID, r.SessionID, err)
+		}
+		k.log.Info("run recovered", "session", r.SessionID, "run", r.ID)
+	}
+	return len(runs), k.freeSessions(ctx)
+}
+
+// freeSessions frees sessions still marked running whose run has ended: a
+// crash between recording a run's end and its session's lets the session
+// think it is busy forever.
+func (k *Kernel) freeSessions(ctx context.Context) error {
+	stuck, err := k.store.ListSessions(ctx, SessionQuery{State: session.StateRunning})
+	if err != nil {
+		return fmt.Errorf("list running sessions: %w", err)
+	}
+	for _, s := range stuck {
+		r, err := k.store.GetRun(ctx, s.ID, s.ActiveRunID)
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return fmt.Errorf("get run: %w", err)
+		}
+		if err == nil && !r.State.Terminal() {
+			continue
+		}
+		state := session.StateCompleted
+		if r.Error != nil {
+			state = session.StateError
+		}
+		err = k.updateSession(ctx, s.ID, func(s *session.Session) error {
+			s.ActiveRunID, s.State, s.UpdatedAt = "", state, k.now().UTC()
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recoverRun finishes one run left running.
+func (k *Kernel) recoverRun(ctx context.Context, r session.Run) error {
+	evs, err := k.runEvents(ctx, r)
+	if err != nil {
+		return err
+	}
+	rp := replayRun(evs)
+	msgs, err := k.missingMessages(ctx, r, rp)
+	if err != nil {
+		return err
+	}
+	end := ending{sessionState: session.StateError, runState: session.RunInterrupted,
+		runErr: &session.RunError{Code: session.ErrorCodeInterrupted, Message: interruptedMessage}}
+	if last := rp.terminal; last != nil {
+		end = endingOf(last) // it ended in the log; only its records are behind
+	} else if len(evs) > 0 {
+		closing, results := rp.closers()
+		msgs = append(msgs, results...)
+		closing = append(closing, session.RunErrored(end.runErr.Code, end.runErr.Message, r.Usage))
+		if err := k.emit(ctx, r.SessionID, r.ID, closing...); err != nil {
+			return err
+		}
+		rp.endSeq = closing[len(closing)-1].Seq
+	}
+	if err := k.appendRecovered(ctx, r, msgs); err != nil {
+		return err
+	}
+	return k.recordRecovered(ctx, r, end, rp.endSeq)
+}
+
+// runEvents returns the run's events, from its RUN_STARTED to the end of
+// the session's log (nothing is logged between runs, so they are all the
+// run's). A run whose RUN_STARTED never reached the log has none.
+func (k *Kernel) runEvents(ctx context.Context, r session.Run) ([]session.Event, error) {
+	start := r.StartSeq
+	if start == 0 {
+		var err error
+		if start, err = k.findRunStart(ctx, r); err != nil || start == 0 {
+			return nil, err
+		}
+	}
+	var out []session.Event
+	for after := start - 1; ; {
+		evs, err := k.store.ReadEvents(ctx, r.SessionID, after, MaxEventPage)
+		if err != nil {
+			return nil, fmt.Errorf("read events: %w", err)
+		}
+		out = append(out, evs...)
+		if len(evs) < MaxEventPage {
+			return out, nil
+		}
+		after = evs[len(evs)-1].Seq
+	}
+}
+
+// findRunStart looks for the run's RUN_STARTED near the end of the log,
+// for a crash between appending it and recording its seq on the run.
+func (k *Kernel) findRunStart(ctx context.Context, r session.Run) (int64, error) {
+	s, err := k.store.GetSession(ctx, r.SessionID)
+	if err != nil {
+		return 0, fmt.Errorf("get session: %w", err)
+	}
+	evs, err := k.store.ReadEvents(ctx, r.SessionID, max(s.LastSeq-MaxEventPage, 0), MaxEventPage)
+	if err != nil {
+		return 0, fmt.Errorf("read events: %w", err)
+	}
+	for _, ev := range evs {
+		if ev.Type == session.EventRunStarted && ev.RunID == r.ID {
+			return ev.Seq, nil
+		}
+	}
+	return 0, nil
+}
+
+// missingMessages returns the messages the run's events show but the
+// history lacks: the user's input, an assistant message the crash cut off,
+// and tool results that were logged but not recorded.
+func (k *Kernel) missingMessages(ctx context.Context, r session.Run, rp *replayedRun) ([]session.Message, error) {
+	history, err := k.store.ListMessages(ctx, r.SessionID, 0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list messages: %w", err)
+	}
+	have := make(map[string]bool, len(history))
+	for _, m := range history {
+		have[m.ID] = true
+		if m.Role == session.RoleTool {
+			have["call:"+m.ToolCallID] = true
+		}
+	}
+	var out []session.Message
+	for _, m := range rp.messages() {
+		key := m.ID
+		if m.Role == session.RoleTool {
+			key = "call:" + m.ToolCallID
+		}
+		if !have[key] {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// appendRecovered records recovered messages as the run's.
+func (k *Kernel) appendRecovered(ctx context.Context, r session.Run, msgs []session.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	now := k.now().UTC()
+	for i := range msgs {
+		msgs[i].SessionID, msgs[i].RunID, msgs[i].CreatedAt = r.SessionID, r.ID, now
+	}
+	if err := k.store.AppendMessages(ctx, msgs...); err != nil {
+		return fmt.Errorf("append messages: %w", err)
+	}
+	return nil
+}
+
+// recordRecovered stores the run's end and frees its session.
+func (k *Kernel) recordRecovered(ctx context.Context, r session.Run, end ending, endSeq int64) error {
+	now := k.now().UTC()
+	r.State, r.EndedAt, r.Error, r.EndSeq = end.runState, now, end.runErr, endSeq
+	if err := k.store.UpdateRun(ctx, r); err != nil {
+		return fmt.Errorf("update run: %w", err)
+	}
+	err := k.updateSession(ctx, r.SessionID, func(s *session.Session) error {
+		if s.ActiveRunID == r.ID {
+			s.ActiveRunID = ""
+		}
+		if s.State != session.StateClosed {
+			s.State, s.UpdatedAt = end.sessionState, now
+		}
+		return nil
+	})
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil // deleted meanwhile: nothing left to free
+	}
+	return err
+}
+
+// endingOf reads how a run ended from its terminal event.
+func endingOf(ev *session.Event) ending {
+	if ev.Type == session.EventRunError {
+		code, msg := ev.Member("code"), ev.Member("message")
+		rs := session.RunFailed
+		if code == session.ErrorCodeInterrupted {
+			rs = session.RunInterrupted
+		}
+		return ending{runState: rs, sessionState: session.StateError, runErr: &session.RunError{Code: code, Message: msg}}
+	}
+	outcome, _ := ev.Fields()["outcome"].(map[string]any)
+	if outcome["type"] != string(session.OutcomeCancelled) {
+		return ending{runState: session.RunSucceeded, sessionState: session.StateCompleted}
+	}
+	if metaReason(ev) == session.ReasonInterrupted {
+		return ending{runState: session.RunInterrupted, sessionState: session.StateCompleted}
+	}
+	return ending{runState: session.RunCancelled, sessionState: session.StateCompleted}
+}

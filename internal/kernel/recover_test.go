@@ -1,0 +1,174 @@
+package kernel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
+	"github.com/kerneld/kerneld/internal/session"
+	"github.com/kerneld/kerneld/internal/session/aguitest"
+	"github.com/kerneld/kerneld/internal/store/memory"
+)
+
+// errCrashed is what a crashed store answers every write with.
+var errCrashed = errors.New("store crashed")
+
+// crashingStore persists writes until the limit-th one, then none: what a
+// process killed at that point leaves on disk. Reads keep working.
+type crashingStore struct {
+	kernel.Store
+	limit  int64
+	writes atomic.Int64
+}
+
+func (s *crashingStore) write() error {
+	if s.writes.Add(1) > s.limit {
+		return errCrashed
+	}
+	return nil
+}
+
+func (s *crashingStore) CreateRun(ctx context.Context, r session.Run) error {
+	if err := s.write(); err != nil {
+		return err
+	}
+	return s.Store.CreateRun(ctx, r)
+}
+
+func (s *crashingStore) UpdateRun(ctx context.Context, r session.Run) error {
+	if err := s.write(); err != nil {
+		return err
+	}
+	return s.Store.UpdateRun(ctx, r)
+}
+
+func (s *crashingStore) UpdateSession(ctx context.Context, sess session.Session) error {
+	if err := s.write(); err != nil {
+		return err
+	}
+	return s.Store.UpdateSession(ctx, sess)
+}
+
+func (s *crashingStore) AppendMessages(ctx context.Context, msgs ...session.Message) error {
+	if err := s.write(); err != nil {
+		return err
+	}
+	return s.Store.AppendMessages(ctx, msgs...)
+}
+
+func (s *crashingStore) AppendEvents(ctx context.Context, evs []session.Event) error {
+	if err := s.write(); err != nil {
+		return err
+	}
+	return s.Store.AppendEvents(ctx, evs)
+}
+
+// TestKernel_Recover crashes a run at every write it makes (a run with a
+// tool call, one with three parallel calls, one streaming text)
+// and recovers on the data left behind: the log must be a valid AG-UI
+// stream ending the run, the history a valid conversation with every tool
+// call answered, the session free, and the next run must continue the seq.
+func TestKernel_Recover(t *testing.T) {
+	for _, agent := range []string{"tooluser", "clumsy", "echo"} {
+		t.Run(agent, func(t *testing.T) { testRecover(t, agent) })
+	}
+}
+
+func testRecover(t *testing.T, agent string) {
+	writes := countWrites(t, agent)
+	var logs [][]session.Event
+	defer func() { aguitest.VerifyLogs(t, logs) }() // one checker run for every crash point
+	for limit := int64(1); limit <= writes; limit++ {
+		t.Run(fmt.Sprintf("crash after write %d of %d", limit, writes), func(t *testing.T) {
+			db := memory.New()
+			s := crashAt(t, db, limit, agent)
+			k, rec := newKernel(t, kerneltest.Options{Store: db})
+			n, err := k.Recover(t.Context())
+			require.NoError(t, err)
+
+			runs, err := k.ListRuns(t.Context(), s.ID, kernel.PageRequest{})
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(runs.Items), 1)
+			if len(runs.Items) == 1 {
+				checkRecovered(t, k.Kernel, s.ID, runs.Items[0], n)
+			}
+			next := runToEnd(t, k.Kernel, rec, s.ID, "again")
+			assert.Equal(t, session.RunSucceeded, next.State)
+			evs := logOf(t, k.Kernel, s.ID)
+			checkLog(t, s.ID, evs)
+			logs = append(logs, evs)
+			checkHistory(t, historyOf(t, k.Kernel, s.ID))
+		})
+	}
+}
+
+// countWrites runs agent once without a crash and counts the store writes.
+func countWrites(t *testing.T, agent string) int64 {
+	cs := &crashingStore{Store: memory.New(), limit: 1 << 40}
+	k, rec := newKernel(t, kerneltest.Options{Store: cs})
+	s := mustSession(t, k.Kernel, agent)
+	before := cs.writes.Load()
+	runToEnd(t, k.Kernel, rec, s.ID, "what time is it?")
+	return cs.writes.Load() - before
+}
+
+// crashAt runs agent on db until the limit-th write of the run, then lets
+// nothing more reach db, and waits until the crashed kernel gave up.
+func crashAt(t *testing.T, db kernel.Store, limit int64, agent string) session.Session {
+	cs := &crashingStore{Store: db, limit: 1 << 40}
+	k, _ := newKernel(t, kerneltest.Options{Store: cs})
+	s := mustSession(t, k.Kernel, agent)
+	cs.limit = cs.writes.Load() + limit
+	if _, _, err := k.Run(t.Context(), s.ID, kernel.RunRequest{Input: "what time is it?"}); err != nil {
+		require.ErrorIs(t, err, errCrashed)
+	}
+	require.Eventually(t, func() bool { // crashed, or finished before the limit
+		sess, err := db.GetSession(t.Context(), s.ID)
+		return cs.writes.Load() > cs.limit || (err == nil && sess.ActiveRunID == "")
+	}, waitTimeout, time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	require.NoError(t, k.Close(ctx)) // its runs stop once every write fails
+	return s
+}
+
+// checkRecovered checks a run after recovery.
+func checkRecovered(t *testing.T, k *kernel.Kernel, sessionID string, run session.Run, recovered int) {
+	t.Helper()
+	s, err := k.GetSession(t.Context(), sessionID)
+	require.NoError(t, err)
+	assert.Empty(t, s.ActiveRunID, "the session is free")
+	assert.NotEqual(t, session.StateRunning, s.State)
+	require.True(t, run.State.Terminal(), "run state %s", run.State)
+	if run.State == session.RunInterrupted {
+		assert.Equal(t, 1, recovered)
+		require.NotNil(t, run.Error)
+		assert.Equal(t, session.ErrorCodeInterrupted, run.Error.Code)
+		assert.Equal(t, session.StateError, s.State)
+	}
+	if run.StartSeq > 0 {
+		assert.Equal(t, s.LastSeq, run.EndSeq, "the run ends the log")
+	}
+}
+
+// TestKernel_RecoverNothing: a clean store has nothing to recover, and runs
+// that ended are left alone.
+func TestKernel_RecoverNothing(t *testing.T) {
+	db := memory.New()
+	k, rec := newKernel(t, kerneltest.Options{Store: db})
+	s := mustSession(t, k.Kernel, "echo")
+	runToEnd(t, k.Kernel, rec, s.ID, "hi")
+	before := logOf(t, k.Kernel, s.ID)
+	n, err := k.Recover(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 0, n)
+	assert.Len(t, logOf(t, k.Kernel, s.ID), len(before))
+}

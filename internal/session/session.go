@@ -74,7 +74,9 @@ type Session struct {
 	UpdatedAt   time.Time
 	LastSeq     int64  // seq of the newest event in the session's log
 	ActiveRunID string // the run in progress, if any
-	// ExpiresAt, when set, is when the session is closed by retention.
+	// TTL, when set, is how long the session may sit idle: ExpiresAt moves
+	// to TTL after every run start, and retention closes it once passed.
+	TTL       time.Duration
 	ExpiresAt time.Time
 }
 
@@ -108,4 +110,10 @@ type Query struct {
 	// Ids are UUIDv7, so this pages from newest to oldest.
 	Before string
 	Limit  int // at most this many; 0 means no limit
+	// ExpiresBefore, when set, selects sessions whose ExpiresAt is set
+	// and earlier than it (retention closes them).
+	ExpiresBefore time.Time
+	// UpdatedBefore, when set, selects sessions last updated before it
+	// (retention deletes closed sessions some time after closing them).
+	UpdatedBefore time.Time
 }

@@ -19,6 +19,8 @@ var sessionTests = []test{
 	{"update replaces the session", testSessionUpdate},
 	{"list filters by tenant agent state and parent", testSessionListFilters},
 	{"list pages newest first", testSessionListPaging},
+	{"list filters by expiry for retention", testSessionListExpiresBefore},
+	{"list filters by last update for retention", testSessionListUpdatedBefore},
 	{"list of an empty store is empty", testSessionListEmpty},
 	{"values never alias the store", testSessionAliasing},
 }

@@ -17,6 +17,7 @@ type createSessionRequest struct {
 	Metadata map[string]string          `json:"metadata"`
 	ParentID string                     `json:"parent_id"`
 	Memory   map[string]json.RawMessage `json:"memory"`
+	TTL      string                     `json:"ttl"`
 }
 
 // Validate checks shape only; whether the agent exists is the kernel's call.
@@ -24,7 +25,22 @@ func (req createSessionRequest) Validate() error {
 	if req.Agent == "" {
 		return errdefs.Invalid("agent", "required")
 	}
+	if _, err := req.ttl(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// ttl parses the requested idle time; "" means the server's default.
+func (req createSessionRequest) ttl() (time.Duration, error) {
+	if req.TTL == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(req.TTL)
+	if err != nil || d <= 0 {
+		return 0, errdefs.Invalid("ttl", `must be a positive duration such as "30m" or "24h"`)
+	}
+	return d, nil
 }
 
 type updateSessionRequest struct {
@@ -47,6 +63,8 @@ type sessionResponse struct {
 	Tenant      string            `json:"tenant"`
 	ActiveRunID *string           `json:"active_run_id"`
 	LastSeq     int64             `json:"last_seq"`
+	TTL         *string           `json:"ttl"`
+	ExpiresAt   *time.Time        `json:"expires_at"`
 	CreatedAt   time.Time         `json:"created_at"`
 	UpdatedAt   time.Time         `json:"updated_at"`
 }
@@ -56,10 +74,14 @@ func toSessionResponse(s session.Session) sessionResponse {
 	if md == nil {
 		md = map[string]string{}
 	}
+	var ttl *string
+	if s.TTL > 0 {
+		ttl = nullable(s.TTL.String())
+	}
 	return sessionResponse{
 		ID: s.ID, Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State,
 		ParentID: nullable(s.ParentID), RootID: s.RootID, Depth: s.Depth, Tenant: s.Tenant,
-		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq,
+		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt),
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
 }
@@ -84,8 +106,9 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
+	ttl, _ := req.ttl() // Validate checked it
 	sess, err := s.kernel.CreateSession(r.Context(), kernel.CreateSession{
-		Agent: req.Agent, Name: req.Name, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory,
+		Agent: req.Agent, Name: req.Name, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
 	})
 	if err != nil {
 		return err

@@ -488,3 +488,23 @@ func TestSessions_DeleteCancelsRun(t *testing.T) {
 	}
 	wantProblem(t, ts.do(t, "GET", "/sessions/"+id+"/runs/"+runID, ""), http.StatusNotFound, "session_not_found")
 }
+
+// TestSessions_TTL: a session created with a ttl shows it and when it
+// expires; a bad ttl names the field.
+func TestSessions_TTL(t *testing.T) {
+	ts := newServer(t, serverOptions{})
+	s := ts.must(t, http.StatusCreated, "POST", "/sessions", `{"agent":"echo","ttl":"90m"}`)
+	if s["ttl"] != "1h30m0s" || s["expires_at"] == nil {
+		t.Errorf("ttl, expires_at = %v, %v", s["ttl"], s["expires_at"])
+	}
+	plain := ts.must(t, http.StatusCreated, "POST", "/sessions", `{"agent":"echo"}`)
+	if plain["ttl"] != nil || plain["expires_at"] != nil {
+		t.Errorf("no ttl: ttl, expires_at = %v, %v, want null", plain["ttl"], plain["expires_at"])
+	}
+	for _, bad := range []string{`"soon"`, `"-5m"`, `"0s"`, `3600`} {
+		p := wantProblem(t, ts.do(t, "POST", "/sessions", `{"agent":"echo","ttl":`+bad+`}`), http.StatusBadRequest, "invalid_request")
+		if _, ok := p["errors"].(map[string]any)["ttl"]; !ok {
+			t.Errorf("ttl %s: errors = %v, want ttl named", bad, p["errors"])
+		}
+	}
+}

@@ -64,6 +64,7 @@ type Config struct {
 	Logger    *slog.Logger
 	Now       func() time.Time // defaults to time.Now
 	Limits    Limits           // zero fields take DefaultLimits values
+	Retention Retention        // zero fields take their defaults
 }
 
 // Kernel owns all live runs and the goroutines that execute them.
@@ -75,6 +76,7 @@ type Kernel struct {
 	log       *slog.Logger
 	now       func() time.Time
 	limits    Limits
+	retention Retention
 
 	ctx    context.Context // parent of every run; cancelled by Close
 	cancel context.CancelFunc
@@ -116,6 +118,7 @@ func New(cfg Config) (*Kernel, error) {
 		log:       cfg.Logger,
 		now:       cfg.Now,
 		limits:    withDefaults(cfg.Limits),
+		retention: cfg.Retention.withDefaults(),
 		active:    make(map[string]*activeRun),
 		lockSeed:  maphash.MakeSeed(),
 	}
@@ -126,6 +129,7 @@ func New(cfg Config) (*Kernel, error) {
 		k.now = time.Now
 	}
 	k.ctx, k.cancel = context.WithCancel(context.Background())
+	k.wg.Go(k.sweepLoop)
 	return k, nil
 }
 
@@ -155,8 +159,8 @@ func withDefaults(l Limits) Limits {
 }
 
 // Close refuses new runs, cancels the running ones (they end as
-// interrupted, closing everything they opened) and waits for them to be
-// recorded, or for ctx to end.
+// interrupted, closing everything they opened), stops the retention
+// sweeper and waits for all of them, or for ctx to end.
 func (k *Kernel) Close(ctx context.Context) error {
 	k.mu.Lock()
 	k.closed = true

@@ -32,6 +32,12 @@ func (k *Kernel) DeleteSession(ctx context.Context, id string, cascade bool) err
 	if _, err := k.GetSession(ctx, id); err != nil {
 		return err
 	}
+	return k.deleteSession(ctx, id, cascade)
+}
+
+// deleteSession is DeleteSession without the tenant check, for the
+// subtree of a checked session and for retention.
+func (k *Kernel) deleteSession(ctx context.Context, id string, cascade bool) error {
 	err := k.updateSession(ctx, id, func(s *session.Session) error {
 		if !cascade {
 			if err := k.refuseIfParent(ctx, id); err != nil {
@@ -48,7 +54,7 @@ func (k *Kernel) DeleteSession(ctx context.Context, id string, cascade bool) err
 		return fmt.Errorf("list children: %w", err)
 	}
 	for _, c := range children {
-		if err := k.DeleteSession(ctx, c.ID, true); err != nil {
+		if err := k.deleteSession(ctx, c.ID, true); err != nil {
 			return err
 		}
 	}

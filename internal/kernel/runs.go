@@ -173,6 +173,7 @@ func (k *Kernel) start(ctx context.Context, s session.Session, r *session.Run) (
 		return false, err
 	}
 	s.ActiveRunID = r.ID
+	s.ExpiresAt = expiry(r.StartedAt, s.TTL) // activity keeps a session alive
 	if err := k.store.UpdateSession(ctx, s); err != nil {
 		return false, fmt.Errorf("update session: %w", err)
 	}

@@ -1,10 +1,12 @@
 package kernel
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
@@ -17,6 +19,7 @@ type CreateSession struct {
 	Metadata map[string]string
 	ParentID string
 	Memory   map[string]json.RawMessage // initial memory entries
+	TTL      time.Duration              // idle time before retention closes it; 0: the default
 }
 
 // SessionUpdate changes a session's name and metadata. Nil fields are left
@@ -43,6 +46,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	if err := k.validateSessionFields(req.Name, req.Metadata); err != nil {
 		return session.Session{}, err
 	}
+	if req.TTL < 0 {
+		return session.Session{}, errdefs.Invalid("ttl", "must not be negative")
+	}
 	entries, err := k.memoryEntries(req.Memory)
 	if err != nil {
 		return session.Session{}, err
@@ -51,7 +57,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	s := session.Session{
 		ID: newID(), Tenant: TenantFrom(ctx), Agent: req.Agent, Name: req.Name,
 		Metadata: maps.Clone(req.Metadata), State: session.StateActive, CreatedAt: now, UpdatedAt: now,
+		TTL: cmp.Or(req.TTL, k.retention.TTL),
 	}
+	s.ExpiresAt = expiry(now, s.TTL)
 	s.RootID = s.ID
 	if err := k.insertSession(ctx, &s, req.ParentID); err != nil {
 		return session.Session{}, err

@@ -103,6 +103,7 @@ type Options struct {
 	Limits    kernel.Limits
 	Store     kernel.Store // nil means a fresh memory store
 	Now       func() time.Time
+	Retention kernel.Retention
 }
 
 // Kernel is a test kernel with the pieces a test may want to reach.
@@ -123,7 +124,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 	}
 	k, err := kernel.New(kernel.Config{
 		Agents: registry, Tools: reg, Store: opts.Store, Observers: opts.Observers,
-		Limits: opts.Limits, Now: opts.Now,
+		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention,
 	})
 	if err != nil {
 		tb.Fatalf("new kernel: %v", err)

@@ -78,7 +78,7 @@ func testSessionRoundTrip(t *testing.T, st kernel.Store) {
 	want := mustCreateSession(t, st, childOf(parent), func(s *session.Session) {
 		s.Name, s.State, s.ActiveRunID = "child", session.StateRunning, newID()
 		s.Metadata = map[string]string{"a": "1", "b": "two words"}
-		s.CreatedAt, s.UpdatedAt, s.ExpiresAt = at(1), at(2), at(3600)
+		s.CreatedAt, s.UpdatedAt, s.TTL, s.ExpiresAt = at(1), at(2), 90*time.Minute, at(3600)
 	})
 	got := mustGetSession(t, st, want.ID)
 	assert.Equal(t, normSession(want), normSession(got))
@@ -105,12 +105,12 @@ func testSessionUpdate(t *testing.T, st kernel.Store) {
 	s := mustCreateSession(t, st)
 	s.Name, s.State, s.ActiveRunID = "renamed", session.StateRunning, newID()
 	s.Metadata = map[string]string{"other": "x"}
-	s.UpdatedAt, s.ExpiresAt = at(5), at(100)
+	s.UpdatedAt, s.TTL, s.ExpiresAt = at(5), time.Hour, at(100)
 	require.NoError(t, st.UpdateSession(t.Context(), s))
 	assert.Equal(t, normSession(s), normSession(mustGetSession(t, st, s.ID)))
 
 	// Replace, not merge: emptied fields come back empty.
-	s.Name, s.Metadata, s.ActiveRunID, s.ExpiresAt = "", nil, "", time.Time{}
+	s.Name, s.Metadata, s.ActiveRunID, s.TTL, s.ExpiresAt = "", nil, "", 0, time.Time{}
 	require.NoError(t, st.UpdateSession(t.Context(), s))
 	assert.Equal(t, normSession(s), normSession(mustGetSession(t, st, s.ID)))
 }

@@ -1,0 +1,111 @@
+package sqlite_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/session"
+	"github.com/kerneld/kerneld/internal/store/sqlite"
+	"github.com/kerneld/kerneld/internal/store/storetest"
+)
+
+func BenchmarkStore(b *testing.B) {
+	storetest.Benchmark(b, func(b *testing.B) kernel.Store {
+		return mustOpen(b, sqlite.Options{Path: tempPath(b)})
+	})
+}
+
+// BenchmarkAppendConcurrentSessions appends the way the kernel does while
+// sessions stream: one goroutine per session, one TEXT_MESSAGE_CONTENT
+// event per AppendEvents call, each waiting until its event is durable.
+func BenchmarkAppendConcurrentSessions(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) { benchAppendSessions(b, n, 1) })
+	}
+}
+
+// BenchmarkAppendCoalescedTokens is BenchmarkAppendConcurrentSessions with
+// 16 events per AppendEvents call, as if each session appended the tokens
+// that arrived while its previous append was committing in one call. Each
+// session's events then share WAL pages, which single-event calls cannot.
+func BenchmarkAppendCoalescedTokens(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) { benchAppendSessions(b, n, 16) })
+	}
+}
+
+// benchAppendSessions runs one goroutine per session, each appending
+// calls of perCall events until b.N events are appended in all.
+func benchAppendSessions(b *testing.B, sessions, perCall int) {
+	st := mustOpen(b, sqlite.Options{Path: tempPath(b)})
+	ids := make([]string, sessions)
+	for i := range ids {
+		ids[i] = mustCreateSession(b, st).ID
+	}
+	ctx := b.Context()
+	var left atomic.Int64 // events still to append, shared by all sessions
+	left.Store(int64(b.N))
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			batch := make([]session.Event, perCall)
+			ev := tokenEvent(id, 0)
+			for left.Add(-int64(perCall)) > -int64(perCall) {
+				for i := range batch {
+					batch[i] = ev
+				}
+				if err := st.AppendEvents(ctx, batch); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	stats := st.Stats()
+	b.ReportMetric(float64(stats.Events)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(stats.Events)/float64(stats.Commits), "events/commit")
+}
+
+// BenchmarkCreateSession creates sessions one after another, each its own
+// transaction.
+func BenchmarkCreateSession(b *testing.B) {
+	st := mustOpen(b, sqlite.Options{Path: tempPath(b)})
+	b.ReportAllocs()
+	for b.Loop() {
+		mustCreateSession(b, st)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
+}
+
+// BenchmarkReplay10k reads a 10,000-event backlog, as a subscriber
+// resuming from the start of a long session does.
+func BenchmarkReplay10k(b *testing.B) {
+	const backlog = 10_000
+	st := mustOpen(b, sqlite.Options{Path: tempPath(b)})
+	id := mustCreateSession(b, st).ID
+	ctx := b.Context()
+	for i := 0; i < backlog; i += 100 {
+		batch := make([]session.Event, 100)
+		for j := range batch {
+			batch[j] = tokenEvent(id, i+j)
+		}
+		if err := st.AppendEvents(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		evs, err := st.ReadEvents(ctx, id, 0, 0)
+		if err != nil || len(evs) != backlog {
+			b.Fatalf("read %d events, err %v", len(evs), err)
+		}
+	}
+	b.ReportMetric(float64(b.N*backlog)/b.Elapsed().Seconds(), "events/s")
+}

@@ -1,0 +1,121 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// GetMemory returns the entry key of a session's memory.
+func (s *Store) GetMemory(ctx context.Context, sessionID, key string) (session.MemoryEntry, error) {
+	e := session.MemoryEntry{SessionID: sessionID, Key: key}
+	var updated int64
+	err := s.rdb.QueryRowContext(ctx, `SELECT value, updated_at FROM memory
+		WHERE session_id = ? AND key = ?`, sessionID, key).Scan(&e.Value, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return session.MemoryEntry{}, missingKey(ctx, s.rdb, sessionID, key)
+	}
+	if err != nil {
+		return session.MemoryEntry{}, fmt.Errorf("get memory %q of session %s: %w", key, sessionID, err)
+	}
+	e.UpdatedAt = fromMicros(updated)
+	return e, nil
+}
+
+// PutMemory creates or replaces an entry. Creating one when the session
+// already holds maxEntries is ErrExhausted; replacing one never is.
+// maxEntries <= 0 means no limit.
+func (s *Store) PutMemory(ctx context.Context, e session.MemoryEntry, maxEntries int) error {
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("put memory %q: %w", e.Key, err)
+	}
+	defer rollback(tx)
+	if err := requireSession(ctx, tx, e.SessionID); err != nil {
+		return err
+	}
+	if maxEntries > 0 {
+		if err := checkRoom(ctx, tx, e, maxEntries); err != nil {
+			return err
+		}
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO memory (session_id, key, value, updated_at)
+		VALUES (?, ?, ?, ?) ON CONFLICT (session_id, key) DO UPDATE
+		SET value = excluded.value, updated_at = excluded.updated_at`,
+		e.SessionID, e.Key, e.Value, micros(e.UpdatedAt))
+	if err != nil {
+		return fmt.Errorf("put memory %q: %w", e.Key, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("put memory %q: commit: %w", e.Key, err)
+	}
+	return nil
+}
+
+// checkRoom fails with ErrExhausted if storing e would add an entry to a
+// session that already holds maxEntries.
+func checkRoom(ctx context.Context, tx *sql.Tx, e session.MemoryEntry, maxEntries int) error {
+	var count, exists int
+	err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(key = ?), 0) FROM memory
+		WHERE session_id = ?`, e.Key, e.SessionID).Scan(&count, &exists)
+	if err != nil {
+		return fmt.Errorf("put memory %q: count entries: %w", e.Key, err)
+	}
+	if exists == 0 && count >= maxEntries {
+		return errdefs.New(errdefs.ErrExhausted, "memory_full",
+			"session %s already holds %d memory entries", e.SessionID, maxEntries)
+	}
+	return nil
+}
+
+// DeleteMemory removes the entry key of a session's memory.
+func (s *Store) DeleteMemory(ctx context.Context, sessionID, key string) error {
+	res, err := s.wdb.ExecContext(ctx, `DELETE FROM memory WHERE session_id = ? AND key = ?`, sessionID, key)
+	if err != nil {
+		return fmt.Errorf("delete memory %q: %w", key, err)
+	}
+	return requireChanged(res, func() error { return missingKey(ctx, s.wdb, sessionID, key) })
+}
+
+// ListMemory returns a session's entries sorted by key in byte order,
+// which is how SQLite's default BINARY collation compares text.
+func (s *Store) ListMemory(ctx context.Context, sessionID string) ([]session.MemoryEntry, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT key, value, updated_at FROM memory
+		WHERE session_id = ? ORDER BY key`, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("list memory of session %s: %w", sessionID, err)
+	}
+	defer func() { _ = rows.Close() }() // rows.Err reports what matters
+	out := []session.MemoryEntry{}
+	for rows.Next() {
+		e := session.MemoryEntry{SessionID: sessionID}
+		var updated int64
+		if err := rows.Scan(&e.Key, &e.Value, &updated); err != nil {
+			return nil, fmt.Errorf("list memory of session %s: %w", sessionID, err)
+		}
+		e.UpdatedAt = fromMicros(updated)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list memory of session %s: %w", sessionID, err)
+	}
+	if len(out) == 0 {
+		if err := requireSession(ctx, s.rdb, sessionID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// missingKey returns the not-found error for key: the session's, if it
+// is the session that is missing.
+func missingKey(ctx context.Context, q querier, sessionID, key string) error {
+	if err := requireSession(ctx, q, sessionID); err != nil {
+		return err
+	}
+	return keyNotFound(key)
+}

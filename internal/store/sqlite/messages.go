@@ -1,0 +1,161 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// messageColumns is the column list scanMessage reads, in its order.
+const messageColumns = `session_id, position, id, run_id, role, content, tool_calls,
+	tool_call_id, is_error, created_at`
+
+// AppendMessages adds msgs to the end of their sessions' histories and
+// writes each one's Position into msgs. Messages may belong to several
+// sessions; either all are appended or, if any session is missing, none.
+func (s *Store) AppendMessages(ctx context.Context, msgs ...session.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	positions, err := s.appendMessages(ctx, msgs)
+	if err != nil {
+		return err
+	}
+	for i := range msgs {
+		msgs[i].Position = positions[i]
+	}
+	return nil
+}
+
+// appendMessages inserts msgs in one transaction and returns the
+// positions it gave them; msgs is untouched until that commits.
+func (s *Store) appendMessages(ctx context.Context, msgs []session.Message) ([]int64, error) {
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("append messages: %w", err)
+	}
+	defer rollback(tx)
+	last := make(map[string]int64, 1) // the last position per session
+	positions := make([]int64, len(msgs))
+	for i := range msgs {
+		id := msgs[i].SessionID
+		if _, ok := last[id]; !ok {
+			if last[id], err = lastPosition(ctx, tx, id); err != nil {
+				return nil, err
+			}
+		}
+		last[id]++
+		positions[i] = last[id]
+		if err := insertMessage(ctx, tx, &msgs[i], positions[i]); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("append messages: commit: %w", err)
+	}
+	return positions, nil
+}
+
+// lastPosition returns the position of a session's newest message, 0 for
+// none, or ErrNotFound for a missing session.
+func lastPosition(ctx context.Context, tx *sql.Tx, sessionID string) (int64, error) {
+	var last int64
+	err := tx.QueryRowContext(ctx, `SELECT (SELECT coalesce(max(position), 0) FROM messages
+		WHERE session_id = sessions.id) FROM sessions WHERE id = ?`, sessionID).Scan(&last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, sessionNotFound(sessionID)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("append messages: last position of session %s: %w", sessionID, err)
+	}
+	return last, nil
+}
+
+func insertMessage(ctx context.Context, tx *sql.Tx, m *session.Message, position int64) error {
+	calls, err := encodeToolCalls(m.ToolCalls)
+	if err != nil {
+		return fmt.Errorf("append message %s: %w", m.ID, err)
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO messages (`+messageColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.SessionID, position, m.ID, m.RunID, string(m.Role), m.Content, calls, m.ToolCallID,
+		m.IsError, micros(m.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("append message %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// ListMessages returns a session's messages with Position > after, oldest
+// first, at most limit of them when limit > 0.
+func (s *Store) ListMessages(ctx context.Context, sessionID string, after int64, limit int) ([]session.Message, error) {
+	msgs, err := s.queryMessages(ctx, sessionID, `SELECT `+messageColumns+` FROM messages
+		WHERE session_id = ? AND position > ? ORDER BY position LIMIT ?`,
+		sessionID, after, limitArg(limit))
+	if err != nil {
+		return nil, fmt.Errorf("list messages of session %s: %w", sessionID, err)
+	}
+	return msgs, nil
+}
+
+// RecentMessages returns a session's last n messages, oldest first; n <= 0
+// returns none.
+func (s *Store) RecentMessages(ctx context.Context, sessionID string, n int) ([]session.Message, error) {
+	if n <= 0 {
+		return nil, requireSession(ctx, s.rdb, sessionID)
+	}
+	msgs, err := s.queryMessages(ctx, sessionID, `SELECT `+messageColumns+` FROM messages
+		WHERE session_id = ? ORDER BY position DESC LIMIT ?`, sessionID, n)
+	if err != nil {
+		return nil, fmt.Errorf("list recent messages of session %s: %w", sessionID, err)
+	}
+	slices.Reverse(msgs)
+	return msgs, nil
+}
+
+// queryMessages runs a SELECT of messageColumns on the read pool. When it
+// finds none it checks the session exists, since messages exist only in
+// sessions that do.
+func (s *Store) queryMessages(ctx context.Context, sessionID, query string, args ...any) ([]session.Message, error) {
+	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }() // rows.Err reports what matters
+	var msgs []session.Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, requireSession(ctx, s.rdb, sessionID)
+	}
+	return msgs, nil
+}
+
+// scanMessage reads one row of messageColumns.
+func scanMessage(row scanner) (session.Message, error) {
+	var m session.Message
+	var calls []byte
+	var created int64
+	err := row.Scan(&m.SessionID, &m.Position, &m.ID, &m.RunID, (*string)(&m.Role), &m.Content,
+		&calls, &m.ToolCallID, &m.IsError, &created)
+	if err != nil {
+		return session.Message{}, err
+	}
+	if m.ToolCalls, err = decodeToolCalls(calls); err != nil {
+		return session.Message{}, err
+	}
+	m.CreatedAt = fromMicros(created)
+	return m, nil
+}

@@ -1,0 +1,191 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// runColumns is the column list scanRun reads, in its order.
+const runColumns = `session_id, id, state, input, idempotency_key, created_at, started_at,
+	ended_at, error_code, error_message, input_tokens, output_tokens, start_seq, end_seq`
+
+// CreateRun stores a new run of an existing session. A run id already
+// used in that session is ErrConflict.
+func (s *Store) CreateRun(ctx context.Context, r session.Run) error {
+	code, msg := runErrorArgs(r.Error)
+	// One statement inserts only if the session exists and the id is free;
+	// only when it inserts nothing is it worth asking which check failed.
+	res, err := s.wdb.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?) ON CONFLICT DO NOTHING`,
+		r.SessionID, r.ID, string(r.State), r.Input, r.IdempotencyKey, micros(r.CreatedAt),
+		nullMicros(r.StartedAt), nullMicros(r.EndedAt), code, msg, r.Usage.InputTokens,
+		r.Usage.OutputTokens, r.StartSeq, r.EndSeq, r.SessionID)
+	if err != nil {
+		return fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	return requireChanged(res, func() error {
+		if err := requireSession(ctx, s.wdb, r.SessionID); err != nil {
+			return err
+		}
+		return errdefs.New(errdefs.ErrConflict, "run_exists", "run %s already exists", r.ID)
+	})
+}
+
+// GetRun returns run runID of session sessionID.
+func (s *Store) GetRun(ctx context.Context, sessionID, runID string) (session.Run, error) {
+	row := s.rdb.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs
+		WHERE session_id = ? AND id = ?`, sessionID, runID)
+	r, err := scanRun(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return session.Run{}, s.missingRun(ctx, sessionID, runNotFound(runID))
+	}
+	if err != nil {
+		return session.Run{}, fmt.Errorf("get run %s: %w", runID, err)
+	}
+	return r, nil
+}
+
+// UpdateRun replaces the stored run with r.
+func (s *Store) UpdateRun(ctx context.Context, r session.Run) error {
+	code, msg := runErrorArgs(r.Error)
+	res, err := s.wdb.ExecContext(ctx, `UPDATE runs SET state = ?, input = ?,
+		idempotency_key = ?, created_at = ?, started_at = ?, ended_at = ?, error_code = ?,
+		error_message = ?, input_tokens = ?, output_tokens = ?, start_seq = ?, end_seq = ?
+		WHERE session_id = ? AND id = ?`,
+		string(r.State), r.Input, r.IdempotencyKey, micros(r.CreatedAt), nullMicros(r.StartedAt),
+		nullMicros(r.EndedAt), code, msg, r.Usage.InputTokens, r.Usage.OutputTokens, r.StartSeq,
+		r.EndSeq, r.SessionID, r.ID)
+	if err != nil {
+		return fmt.Errorf("update run %s: %w", r.ID, err)
+	}
+	return requireChanged(res, func() error {
+		return s.missingRun(ctx, r.SessionID, runNotFound(r.ID))
+	})
+}
+
+// ListRuns returns a session's runs newest (largest id) first, only those
+// older than before when it is not empty, at most limit when limit > 0.
+func (s *Store) ListRuns(ctx context.Context, sessionID, before string, limit int) ([]session.Run, error) {
+	query := `SELECT ` + runColumns + ` FROM runs WHERE session_id = ?`
+	args := []any{sessionID}
+	if before != "" {
+		query += ` AND id < ?`
+		args = append(args, before)
+	}
+	query += ` ORDER BY id DESC LIMIT ?`
+	runs, err := s.queryRuns(ctx, query, append(args, limitArg(limit))...)
+	if err != nil {
+		return nil, fmt.Errorf("list runs of session %s: %w", sessionID, err)
+	}
+	if len(runs) == 0 {
+		if err := requireSession(ctx, s.rdb, sessionID); err != nil {
+			return nil, err
+		}
+	}
+	return runs, nil
+}
+
+// findRunByKeySQL finds the newest run of a session with a key created at
+// or after a time. It repeats the partial index's condition, a key that is
+// not empty, so the planner can use the index and the empty key matches
+// no run.
+const findRunByKeySQL = `SELECT ` + runColumns + ` FROM runs
+	WHERE session_id = ? AND idempotency_key = ? AND idempotency_key <> '' AND created_at >= ?
+	ORDER BY id DESC LIMIT 1`
+
+// FindRunByIdempotencyKey returns the newest run of the session created
+// with key at or after since. An empty key matches no run: runs created
+// without one must not be mistaken for each other.
+func (s *Store) FindRunByIdempotencyKey(ctx context.Context, sessionID, key string, since time.Time) (session.Run, error) {
+	row := s.rdb.QueryRowContext(ctx, findRunByKeySQL, sessionID, key, micros(since))
+	r, err := scanRun(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return session.Run{}, s.missingRun(ctx, sessionID, errdefs.New(errdefs.ErrNotFound,
+			"run_not_found", "no run of session %s with idempotency key %q", sessionID, key))
+	}
+	if err != nil {
+		return session.Run{}, fmt.Errorf("find run of session %s by idempotency key: %w", sessionID, err)
+	}
+	return r, nil
+}
+
+// ListRunsByState returns every run in one of states, of any session,
+// oldest first: by CreatedAt, then by id for runs created together.
+func (s *Store) ListRunsByState(ctx context.Context, states ...session.RunState) ([]session.Run, error) {
+	if len(states) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(states))
+	for i, st := range states {
+		args[i] = string(st)
+	}
+	marks := strings.Repeat(", ?", len(states))[2:]
+	runs, err := s.queryRuns(ctx, `SELECT `+runColumns+` FROM runs WHERE state IN (`+marks+`)
+		ORDER BY created_at, id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list runs by state: %w", err)
+	}
+	return runs, nil
+}
+
+// missingRun returns notFound if the session exists, or the session's own
+// not-found error: a run of a missing session is reported as the session.
+func (s *Store) missingRun(ctx context.Context, sessionID string, notFound error) error {
+	if err := requireSession(ctx, s.rdb, sessionID); err != nil {
+		return err
+	}
+	return notFound
+}
+
+// queryRuns runs a SELECT of runColumns on the read pool.
+func (s *Store) queryRuns(ctx context.Context, query string, args ...any) ([]session.Run, error) {
+	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }() // rows.Err reports what matters
+	var runs []session.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, r)
+	}
+	return runs, rows.Err()
+}
+
+// runErrorArgs returns a run's error as its two columns, both NULL if
+// the run has none.
+func runErrorArgs(e *session.RunError) (code, msg any) {
+	if e == nil {
+		return nil, nil
+	}
+	return e.Code, e.Message
+}
+
+// scanRun reads one row of runColumns.
+func scanRun(row scanner) (session.Run, error) {
+	var r session.Run
+	var created int64
+	var started, ended sql.NullInt64
+	var code, msg sql.NullString
+	err := row.Scan(&r.SessionID, &r.ID, (*string)(&r.State), &r.Input, &r.IdempotencyKey, &created,
+		&started, &ended, &code, &msg, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.StartSeq, &r.EndSeq)
+	if err != nil {
+		return session.Run{}, err
+	}
+	r.CreatedAt, r.StartedAt, r.EndedAt = fromMicros(created), fromNullMicros(started), fromNullMicros(ended)
+	if code.Valid {
+		r.Error = &session.RunError{Code: code.String, Message: msg.String}
+	}
+	return r, nil
+}

@@ -1,0 +1,155 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// querier is what both *sql.DB and *sql.Tx offer, so helpers can run
+// inside or outside a transaction.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// The errors below carry the same codes as the memory store's, so callers
+// cannot tell the backends apart by their errors.
+
+func sessionNotFound(id string) error {
+	return errdefs.New(errdefs.ErrNotFound, "session_not_found", "session %s not found", id)
+}
+
+func runNotFound(id string) error {
+	return errdefs.New(errdefs.ErrNotFound, "run_not_found", "run %s not found", id)
+}
+
+func keyNotFound(key string) error {
+	return errdefs.New(errdefs.ErrNotFound, "memory_key_not_found", "memory key %q not found", key)
+}
+
+// requireSession returns nil if session id exists, an ErrNotFound if it
+// does not. Lookups that found nothing call it to tell "no such session"
+// from "no such run/key" or "nothing yet".
+func requireSession(ctx context.Context, q querier, id string) error {
+	var one int
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sessionNotFound(id)
+	}
+	if err != nil {
+		return fmt.Errorf("look up session %s: %w", id, err)
+	}
+	return nil
+}
+
+// micros is how every time is stored: microseconds since the Unix epoch,
+// which keeps the precision storetest requires and sorts as an integer.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// nullMicros stores the zero time as NULL, for times that may be unset.
+func nullMicros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+// fromMicros is the inverse of micros; times come back in UTC.
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// fromNullMicros is the inverse of nullMicros.
+func fromNullMicros(us sql.NullInt64) time.Time {
+	if !us.Valid {
+		return time.Time{}
+	}
+	return fromMicros(us.Int64)
+}
+
+// limitArg turns a limit where <= 0 means "all" into SQLite's LIMIT,
+// where a negative value means no limit.
+func limitArg(limit int) int {
+	if limit <= 0 {
+		return -1
+	}
+	return limit
+}
+
+// encodeMetadata returns a session's metadata as JSON text, or NULL when
+// there is none.
+func encodeMetadata(m map[string]string) (any, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode metadata: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeMetadata(b []byte) (map[string]string, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("decode metadata: %w", err)
+	}
+	return m, nil
+}
+
+// toolCall is a session.ToolCall as stored. It has its own JSON names so
+// that renaming a Go field cannot change what is on disk.
+type toolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// encodeToolCalls returns tool calls as a JSON array, or NULL when none.
+func encodeToolCalls(calls []session.ToolCall) (any, error) {
+	if len(calls) == 0 {
+		return nil, nil
+	}
+	stored := make([]toolCall, len(calls))
+	for i, c := range calls {
+		stored[i] = toolCall(c)
+	}
+	b, err := json.Marshal(stored)
+	if err != nil {
+		return nil, fmt.Errorf("encode tool calls: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeToolCalls(b []byte) ([]session.ToolCall, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var stored []toolCall
+	if err := json.Unmarshal(b, &stored); err != nil {
+		return nil, fmt.Errorf("decode tool calls: %w", err)
+	}
+	calls := make([]session.ToolCall, len(stored))
+	for i, c := range stored {
+		calls[i] = session.ToolCall(c)
+	}
+	return calls, nil
+}
+
+// rollback ends tx if it is still open. Deferred after BeginTx: after a
+// Commit it does nothing, and after a failure the failure is what counts.
+func rollback(tx *sql.Tx) { _ = tx.Rollback() }

@@ -1,0 +1,192 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// sessionColumns is the column list scanSession reads, in its order.
+const sessionColumns = `id, tenant, agent, name, metadata, state, parent_id, root_id, depth,
+	created_at, updated_at, ttl, expires_at, last_seq, active_run_id`
+
+// createSessionSQL inserts a session unless its id is taken.
+const createSessionSQL = `INSERT INTO sessions (` + sessionColumns + `)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT (id) DO NOTHING`
+
+// CreateSession stores a new session; an existing id is ErrConflict. The
+// new session's LastSeq is 0 whatever sess says: only AppendEvents moves
+// it, and the log holds exactly LastSeq events.
+func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
+	meta, err := encodeMetadata(sess.Metadata)
+	if err != nil {
+		return fmt.Errorf("create session %s: %w", sess.ID, err)
+	}
+	res, err := s.createSession.ExecContext(ctx, sess.ID, sess.Tenant, sess.Agent, sess.Name, meta,
+		string(sess.State), sess.ParentID, sess.RootID, sess.Depth, micros(sess.CreatedAt),
+		micros(sess.UpdatedAt), int64(sess.TTL), nullMicros(sess.ExpiresAt), sess.ActiveRunID)
+	if err != nil {
+		return fmt.Errorf("create session %s: %w", sess.ID, err)
+	}
+	return requireChanged(res, func() error {
+		return errdefs.New(errdefs.ErrConflict, "session_exists", "session %s already exists", sess.ID)
+	})
+}
+
+// GetSession returns the session with id.
+func (s *Store) GetSession(ctx context.Context, id string) (session.Session, error) {
+	row := s.rdb.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id)
+	sess, err := scanSession(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return session.Session{}, sessionNotFound(id)
+	}
+	if err != nil {
+		return session.Session{}, fmt.Errorf("get session %s: %w", id, err)
+	}
+	return sess, nil
+}
+
+// UpdateSession replaces the stored session with sess, keeping its
+// LastSeq.
+func (s *Store) UpdateSession(ctx context.Context, sess session.Session) error {
+	meta, err := encodeMetadata(sess.Metadata)
+	if err != nil {
+		return fmt.Errorf("update session %s: %w", sess.ID, err)
+	}
+	res, err := s.wdb.ExecContext(ctx, `UPDATE sessions SET tenant = ?, agent = ?, name = ?,
+		metadata = ?, state = ?, parent_id = ?, root_id = ?, depth = ?, created_at = ?,
+		updated_at = ?, ttl = ?, expires_at = ?, active_run_id = ? WHERE id = ?`,
+		sess.Tenant, sess.Agent, sess.Name, meta, string(sess.State), sess.ParentID, sess.RootID,
+		sess.Depth, micros(sess.CreatedAt), micros(sess.UpdatedAt), int64(sess.TTL),
+		nullMicros(sess.ExpiresAt), sess.ActiveRunID, sess.ID)
+	if err != nil {
+		return fmt.Errorf("update session %s: %w", sess.ID, err)
+	}
+	return requireChanged(res, func() error { return sessionNotFound(sess.ID) })
+}
+
+// DeleteSession removes the session with everything it owns; the foreign
+// keys cascade. Children are sessions of their own and stay.
+func (s *Store) DeleteSession(ctx context.Context, id string) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	res, err := s.wdb.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("delete session %s: %w", id, err)
+	}
+	if err := requireChanged(res, func() error { return sessionNotFound(id) }); err != nil {
+		return err
+	}
+	// A session created again under this id must start from seq 1.
+	delete(s.lastSeq, id)
+	return nil
+}
+
+// ListSessions returns the sessions matching q, newest (largest id) first.
+func (s *Store) ListSessions(ctx context.Context, q session.Query) ([]session.Session, error) {
+	query, args := sessionQuery(q)
+	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer func() { _ = rows.Close() }() // rows.Err reports what matters
+	var out []session.Session
+	for rows.Next() {
+		sess, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		out = append(out, sess)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return out, nil
+}
+
+// sessionQuery builds the SELECT for q.
+func sessionQuery(q session.Query) (string, []any) {
+	where, args := sessionFilters(q)
+	var b strings.Builder
+	b.WriteString(`SELECT ` + sessionColumns + ` FROM sessions`)
+	if len(where) > 0 {
+		b.WriteString(" WHERE " + strings.Join(where, " AND "))
+	}
+	b.WriteString(" ORDER BY id DESC")
+	if q.Limit > 0 {
+		b.WriteString(" LIMIT ?")
+		args = append(args, q.Limit)
+	}
+	return b.String(), args
+}
+
+// sessionFilters returns the conditions for the filters q sets, and only
+// those, so that the planner can pick the index that serves them.
+func sessionFilters(q session.Query) (where []string, args []any) {
+	add := func(cond string, arg any) {
+		where = append(where, cond)
+		args = append(args, arg)
+	}
+	if q.Tenant != "" {
+		add("tenant = ?", q.Tenant)
+	}
+	if q.Agent != "" {
+		add("agent = ?", q.Agent)
+	}
+	if q.State != "" {
+		add("state = ?", string(q.State))
+	}
+	if q.ParentID != "" {
+		// The repeated condition lets the planner use the partial index.
+		add("parent_id = ? AND parent_id <> ''", q.ParentID)
+	}
+	if q.Before != "" {
+		add("id < ?", q.Before)
+	}
+	// unlikely() tells the planner these ranges select few sessions, so it
+	// uses their indexes rather than scanning in id order to skip a sort.
+	if !q.ExpiresBefore.IsZero() {
+		add("unlikely(expires_at < ?)", micros(q.ExpiresBefore)) // NULL, never expiring, fails it
+	}
+	if !q.UpdatedBefore.IsZero() {
+		add("unlikely(updated_at < ?)", micros(q.UpdatedBefore))
+	}
+	return where, args
+}
+
+// scanSession reads one row of sessionColumns.
+func scanSession(row scanner) (session.Session, error) {
+	var sess session.Session
+	var meta []byte
+	var created, updated int64
+	var expires sql.NullInt64
+	err := row.Scan(&sess.ID, &sess.Tenant, &sess.Agent, &sess.Name, &meta, (*string)(&sess.State),
+		&sess.ParentID, &sess.RootID, &sess.Depth, &created, &updated, (*int64)(&sess.TTL), &expires,
+		&sess.LastSeq, &sess.ActiveRunID)
+	if err != nil {
+		return session.Session{}, err
+	}
+	if sess.Metadata, err = decodeMetadata(meta); err != nil {
+		return session.Session{}, err
+	}
+	sess.CreatedAt, sess.UpdatedAt = fromMicros(created), fromMicros(updated)
+	sess.ExpiresAt = fromNullMicros(expires)
+	return sess, nil
+}
+
+// requireChanged returns missing() when an UPDATE or DELETE matched no row.
+func requireChanged(res sql.Result, missing func() error) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("count changed rows: %w", err)
+	}
+	if n == 0 {
+		return missing()
+	}
+	return nil
+}

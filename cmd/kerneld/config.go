@@ -60,8 +60,11 @@ type APIKey struct {
 	Tenant string `yaml:"tenant"`
 }
 
-// SessionsConfig bounds what sessions may hold.
+// SessionsConfig bounds what sessions may hold and how long they live.
 type SessionsConfig struct {
+	TTL                 time.Duration `yaml:"ttl"`            // idle time before a session is closed; 0: never
+	DeleteAfter         time.Duration `yaml:"delete_after"`   // a closed session is deleted this much later
+	SweepInterval       time.Duration `yaml:"sweep_interval"` // how often retention runs
 	MaxMemoryEntries    int           `yaml:"max_memory_entries"`
 	MaxMemoryValueBytes int           `yaml:"max_memory_value_bytes"`
 	MaxInputBytes       int           `yaml:"max_input_bytes"`
@@ -76,10 +79,11 @@ func DefaultConfig() Config {
 			Addr: "127.0.0.1:8080", ShutdownTimeout: 10 * time.Second, RequestTimeout: 30 * time.Second,
 			MaxBodyBytes: 1 << 20, Heartbeat: 15 * time.Second,
 		},
-		Store:     StoreConfig{Kind: "memory", DataDir: "./data"},
+		Store:     StoreConfig{Kind: "sqlite", DataDir: "./data"},
 		AgentsDir: "configs/agents",
 		Log:       LogConfig{Format: "text", Level: "info"},
 		Sessions: SessionsConfig{
+			DeleteAfter: 24 * time.Hour, SweepInterval: time.Minute,
 			MaxMemoryEntries: l.MaxMemoryEntries, MaxMemoryValueBytes: l.MaxMemoryValueBytes,
 			MaxInputBytes: l.MaxInputBytes, ToolTimeout: l.ToolTimeout,
 		},
@@ -101,7 +105,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 	fs.StringVar(&f.config, "config", envOr(getenv, "KERNELD_CONFIG", "configs/kerneld.yaml"), "config file (KERNELD_CONFIG)")
 	fs.StringVar(&f.addr, "addr", getenv("KERNELD_ADDR"), "listen address, default 127.0.0.1:8080 (KERNELD_ADDR)")
 	fs.StringVar(&f.agentsDir, "agents-dir", getenv("KERNELD_AGENTS_DIR"), "agent definitions, default configs/agents (KERNELD_AGENTS_DIR)")
-	fs.StringVar(&f.store, "store", getenv("KERNELD_STORE"), "storage backend: memory (KERNELD_STORE)")
+	fs.StringVar(&f.store, "store", getenv("KERNELD_STORE"), "storage backend: sqlite (default) or memory (KERNELD_STORE)")
 	fs.StringVar(&f.dataDir, "data-dir", getenv("KERNELD_DATA_DIR"), "data directory, default ./data (KERNELD_DATA_DIR)")
 	fs.StringVar(&f.logFormat, "log-format", getenv("KERNELD_LOG_FORMAT"), "log format: text or json (KERNELD_LOG_FORMAT)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
@@ -192,8 +196,11 @@ func expandEnv(b []byte, getenv func(string) string) []byte {
 // Validate checks the configuration as a whole.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Store.Kind != "memory" {
-		errs = append(errs, fmt.Errorf("store.kind: unknown store %q (known: memory)", c.Store.Kind))
+	if c.Store.Kind != "memory" && c.Store.Kind != "sqlite" {
+		errs = append(errs, fmt.Errorf("store.kind: unknown store %q (known: sqlite, memory)", c.Store.Kind))
+	}
+	if c.Sessions.TTL < 0 || c.Sessions.DeleteAfter <= 0 || c.Sessions.SweepInterval <= 0 {
+		errs = append(errs, errors.New("sessions: ttl must not be negative; delete_after and sweep_interval must be positive"))
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		errs = append(errs, fmt.Errorf("log.format: must be text or json, not %q", c.Log.Format))
@@ -236,6 +243,11 @@ func (c Config) apiKeys() map[string]string {
 		m[k.Key] = k.Tenant
 	}
 	return m
+}
+
+// retention returns the kernel's retention policy.
+func (c Config) retention() kernel.Retention {
+	return kernel.Retention{TTL: c.Sessions.TTL, DeleteAfter: c.Sessions.DeleteAfter, Interval: c.Sessions.SweepInterval}
 }
 
 // limits returns the kernel limits the config sets.

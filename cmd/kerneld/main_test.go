@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -73,9 +75,11 @@ func TestRun_ServeAndShutdown(t *testing.T) {
 	defer cancel()
 	logs := &syncBuffer{}
 	done := make(chan error, 1)
-	args := []string{"-addr", "127.0.0.1:0", "-agents-dir", "../../configs/agents", "-config", "../../configs/kerneld.yaml"}
+	args := []string{"-addr", "127.0.0.1:0", "-agents-dir", "../../configs/agents", "-config", "../../configs/kerneld.yaml",
+		"-data-dir", t.TempDir()}
 	go func() { done <- run(ctx, args, env(nil), io.Discard, logs) }()
 	base := "http://" + waitAddr(t, logs.String)
+	waitReady(t, base)
 
 	id := post(t, base+"/sessions", `{"agent":"echo"}`)["id"].(string)
 	post(t, base+"/sessions/"+id+"/run", `{"input":"`+strings.Repeat("word ", 500)+`"}`)
@@ -125,7 +129,7 @@ func TestRun_BadAgentFile(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "good.yaml", "name: ok\nmodel: {provider: scripted, script: [{text: hi}]}\n")
 	bad := writeFile(t, dir, "bad.yaml", "name: broken\nmodel: {provider: scripted, script: [{text: hi}]}\ntools: [teleport]\n")
-	err := run(t.Context(), []string{"-addr", "127.0.0.1:0", "-agents-dir", dir}, env(nil), io.Discard, io.Discard)
+	err := run(t.Context(), []string{"-addr", "127.0.0.1:0", "-agents-dir", dir, "-data-dir", t.TempDir()}, env(nil), io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "tools[0]") {
 		t.Fatalf("error = %v, want it to name %s and tools[0]", err, bad)
 	}
@@ -137,12 +141,10 @@ func TestProcess_SIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "kerneld")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	logs := &syncBuffer{}
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-agents-dir", "../../configs/agents", "-config", "../../configs/kerneld.yaml")
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-agents-dir", "../../configs/agents", "-config", "../../configs/kerneld.yaml",
+		"-data-dir", t.TempDir())
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -151,6 +153,7 @@ func TestProcess_SIGTERM(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	base := "http://" + waitAddr(t, logs.String)
+	waitReady(t, base)
 	id := post(t, base+"/sessions", `{"agent":"echo"}`)["id"].(string)
 	post(t, base+"/sessions/"+id+"/run", `{"input":"`+strings.Repeat("word ", 500)+`"}`)
 
@@ -169,3 +172,29 @@ func TestProcess_SIGTERM(t *testing.T) {
 		t.Errorf("the active run was not recorded as interrupted:\n%s", logs.String())
 	}
 }
+
+// buildBinary builds kerneld once per test binary run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	builtOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kerneld-bin-")
+		if err != nil {
+			builtErr = err
+			return
+		}
+		built = filepath.Join(dir, "kerneld")
+		if out, err := exec.Command("go", "build", "-o", built, ".").CombinedOutput(); err != nil {
+			builtErr = fmt.Errorf("build: %w\n%s", err, out)
+		}
+	})
+	if builtErr != nil {
+		t.Fatal(builtErr)
+	}
+	return built
+}
+
+var (
+	builtOnce sync.Once
+	built     string
+	builtErr  error
+)

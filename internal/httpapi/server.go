@@ -41,7 +41,7 @@ type Server struct {
 // that it sees every event.
 func New(k *kernel.Kernel, streams *Streams, opts Options) *Server {
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
+		opts.Logger = discardLogger()
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 1 << 20
@@ -53,6 +53,8 @@ func New(k *kernel.Kernel, streams *Streams, opts Options) *Server {
 	s.handler = s.routes()
 	return s
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }

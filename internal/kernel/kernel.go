@@ -116,7 +116,6 @@ func New(cfg Config) (*Kernel, error) {
 		store:     cfg.Store,
 		observers: cfg.Observers,
 		log:       cfg.Logger,
-		now:       cfg.Now,
 		limits:    withDefaults(cfg.Limits),
 		retention: cfg.Retention.withDefaults(),
 		active:    make(map[string]*activeRun),
@@ -125,9 +124,13 @@ func New(cfg Config) (*Kernel, error) {
 	if k.log == nil {
 		k.log = slog.New(slog.DiscardHandler)
 	}
-	if k.now == nil {
-		k.now = time.Now
+	clock := cfg.Now
+	if clock == nil {
+		clock = time.Now
 	}
+	// Microseconds are what every store keeps: an event must read the same
+	// live as when it is replayed from the log after a restart.
+	k.now = func() time.Time { return clock().UTC().Truncate(time.Microsecond) }
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	k.wg.Go(k.sweepLoop)
 	return k, nil

@@ -106,14 +106,19 @@ func (c *call) words(s string, chunk func(string) llm.Chunk) error {
 }
 
 // toolCall streams call i as a header chunk and two argument fragments, so
-// consumers exercise the same delta reassembly real providers need. The ID
-// stays empty because the kernel assigns tool call ids.
+// consumers exercise the same delta reassembly real providers need, each
+// after token_delay as a real model's would arrive. The ID stays empty
+// because the kernel assigns tool call ids.
 func (c *call) toolCall(i int, tc toolCall) error {
-	if err := c.send(llm.Chunk{ToolCall: &llm.ToolCallDelta{Index: i, Name: tc.name}}); err != nil {
-		return err
-	}
+	chunks := []llm.Chunk{{ToolCall: &llm.ToolCallDelta{Index: i, Name: tc.name}}}
 	for _, frag := range halves(tc.args) {
-		if err := c.send(llm.Chunk{ToolCall: &llm.ToolCallDelta{Index: i, Arguments: frag}}); err != nil {
+		chunks = append(chunks, llm.Chunk{ToolCall: &llm.ToolCallDelta{Index: i, Arguments: frag}})
+	}
+	for _, ch := range chunks {
+		if err := llm.Sleep(c.ctx, c.opts.tokenDelay); err != nil {
+			return err
+		}
+		if err := c.send(ch); err != nil {
 			return err
 		}
 	}

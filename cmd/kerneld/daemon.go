@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/kerneld/kerneld/api"
+	"github.com/kerneld/kerneld/internal/agents"
+	"github.com/kerneld/kerneld/internal/httpapi"
+	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/llm"
+	"github.com/kerneld/kerneld/internal/llm/scripted"
+	"github.com/kerneld/kerneld/internal/metrics"
+	"github.com/kerneld/kerneld/internal/store/memory"
+	"github.com/kerneld/kerneld/internal/store/sqlite"
+	"github.com/kerneld/kerneld/internal/tools"
+)
+
+// store is a kernel store the daemon owns and closes last.
+type store interface {
+	kernel.Store
+	Close() error
+}
+
+// daemon is kerneld wired together.
+type daemon struct {
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	registry *agents.Registry
+	tools    *tools.Registry
+	db       store
+	streams  *httpapi.Streams
+	kernel   *kernel.Kernel
+	handler  *httpapi.Server
+}
+
+// serve runs kerneld until ctx ends. It listens first and answers health
+// checks while the store opens, migrates and recovers; then it serves the
+// API. A bad agent file or a busy port fails before anything is served.
+func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slog.Logger) error {
+	d := &daemon{log: log, metrics: metrics.New(), tools: tools.NewRegistry(tools.Builtins()...)}
+	if err := d.loadAgents(cfg, getenv); err != nil {
+		return err
+	}
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.HTTP.Addr)
+	if err != nil {
+		return err
+	}
+	log.Info("kerneld listening", "addr", ln.Addr().String(), "version", version, "store", cfg.Store.Kind,
+		"agents", len(d.registry.List()))
+	var handler switchHandler
+	handler.set(httpapi.Starting(version))
+	srv := &http.Server{Handler: &handler, ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	if err := d.open(ctx, cfg); err != nil {
+		return errors.Join(err, srv.Close())
+	}
+	srv.RegisterOnShutdown(d.handler.CloseStreams) // else Shutdown waits on open SSE streams
+	handler.set(d.handler)
+	log.Info("kerneld ready")
+	return d.run(ctx, srv, serveErr, cfg.HTTP.ShutdownTimeout)
+}
+
+// loadAgents reads the agent definitions.
+func (d *daemon) loadAgents(cfg Config, getenv func(string) string) error {
+	registry, err := agents.Load(cfg.AgentsDir, agents.Options{
+		Providers: map[string]llm.Factory{"scripted": d.metrics.Provider("scripted", scripted.New)},
+		KnownTool: d.tools.Has,
+		Getenv:    getenv,
+	})
+	if err != nil {
+		return fmt.Errorf("load agents: %w", err)
+	}
+	d.registry = registry
+	return nil
+}
+
+// open opens the store, builds the kernel and the API, and recovers the
+// runs a crash left running.
+func (d *daemon) open(ctx context.Context, cfg Config) error {
+	db, err := openStore(ctx, cfg.Store, d.log.With("system", "store"))
+	if err != nil {
+		return err
+	}
+	d.db = db
+	d.streams = httpapi.NewStreams(d.log.With("system", "http"), httpapi.StreamOptions{Heartbeat: cfg.HTTP.Heartbeat})
+	d.kernel, err = kernel.New(kernel.Config{
+		Agents: d.registry, Tools: d.tools, Store: d.metrics.Store(db),
+		Limits: cfg.limits(), Retention: cfg.retention(),
+		Observers: []kernel.Observer{d.streams, d.metrics, kernel.LogObserver{Log: d.log.With("system", "kernel")}},
+		Logger:    d.log.With("system", "kernel"),
+	})
+	if err == nil {
+		_, err = d.kernel.Recover(ctx)
+	}
+	if err != nil {
+		return errors.Join(err, d.close(ctx))
+	}
+	d.metrics.GaugeFunc("kerneld_streams_open", "Open SSE streams.", func() float64 { return float64(d.streams.Open()) })
+	d.handler = httpapi.New(d.kernel, d.streams, httpapi.Options{
+		Logger: d.log.With("system", "http"), APIKeys: cfg.apiKeys(), MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
+		RequestTimeout: cfg.HTTP.RequestTimeout, Metrics: d.metrics.Handler(), OpenAPI: api.OpenAPI, Version: version,
+	})
+	return nil
+}
+
+// openStore opens the configured backend.
+func openStore(ctx context.Context, c StoreConfig, log *slog.Logger) (store, error) {
+	if c.Kind == "memory" {
+		return memory.New(), nil
+	}
+	db, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(c.DataDir, "kerneld.db"), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return db, nil
+}
+
+// run serves until ctx ends, reloading agents on SIGHUP, then shuts down
+// in order: streams and HTTP first, then runs, then the store.
+func (d *daemon) run(ctx context.Context, srv *http.Server, serveErr chan error, shutdownTimeout time.Duration) error {
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	reloaded := make(chan struct{})
+	go func() { defer close(reloaded); d.reloadOnHangup(reloadCtx) }()
+
+	var err error
+	select {
+	case err = <-serveErr:
+	case <-ctx.Done():
+		d.log.Info("shutting down")
+	}
+	stopReload()
+	<-reloaded
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	httpErr := srv.Shutdown(shutdownCtx) // 1. stop taking requests, end streams
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return errors.Join(err, httpErr, d.close(shutdownCtx))
+}
+
+// close stops the kernel (cancelling runs and waiting for them to record
+// their end) and then the store.
+func (d *daemon) close(ctx context.Context) error {
+	var errs []error
+	if d.kernel != nil {
+		errs = append(errs, d.kernel.Close(ctx)) // 2. runs record their end
+	}
+	if d.streams != nil {
+		d.streams.Close()
+	}
+	if d.db != nil {
+		errs = append(errs, d.db.Close()) // 3. nothing writes any more
+	}
+	return errors.Join(errs...)
+}
+
+// reloadOnHangup reloads the agent definitions on every SIGHUP until ctx
+// ends. A bad reload keeps the agents already loaded.
+func (d *daemon) reloadOnHangup(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		if err := d.registry.Reload(); err != nil {
+			d.log.Error("reload agents", "err", err)
+			continue
+		}
+		d.log.Info("agents reloaded", "agents", len(d.registry.List()))
+	}
+}
+
+// switchHandler serves whichever handler was set last, so kerneld can
+// answer health checks before the API is ready.
+type switchHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (s *switchHandler) set(h http.Handler) { s.h.Store(&h) }
+
+func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(w, r)
+}

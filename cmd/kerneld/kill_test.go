@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kerneld/kerneld/internal/session/aguitest"
+)
+
+// pacedAgent streams slowly and calls a tool, so a kill lands mid-run.
+const pacedAgent = `
+name: paced
+model:
+  provider: scripted
+  token_delay: 25ms
+  script:
+    - {text: "Let me look at the clock for you.", tool_calls: [{name: current_time, arguments: {timezone: UTC}}]}
+    - {text: "It is later than you think, and that is fine."}
+tools: [current_time]
+`
+
+// process is a kerneld child process.
+type process struct {
+	cmd  *exec.Cmd
+	base string
+	logs *syncBuffer
+}
+
+func startProcess(t *testing.T, bin, dataDir, agentsDir string) *process {
+	t.Helper()
+	p := &process{logs: &syncBuffer{}}
+	p.cmd = exec.Command(bin, "-addr", "127.0.0.1:0", "-config", "../../configs/kerneld.yaml",
+		"-data-dir", dataDir, "-agents-dir", agentsDir)
+	p.cmd.Stderr = p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.cmd.Process.Kill(); _ = p.cmd.Wait() })
+	p.base = "http://" + waitAddr(t, p.logs.String)
+	waitReady(t, p.base)
+	return p
+}
+
+// waitReady polls /readyz until kerneld has opened and recovered its store.
+func waitReady(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if res, err := http.Get(base + "/readyz"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("kerneld did not become ready")
+}
+
+// sseFrame is one event frame as a client received it.
+type sseFrame struct {
+	id    int64
+	event string
+	data  string
+}
+
+// readUntil reads frames from an SSE body until stop returns true.
+func readUntil(t *testing.T, body io.Reader, stop func(sseFrame) bool) []sseFrame {
+	t.Helper()
+	r := bufio.NewReader(body)
+	var frames []sseFrame
+	var f sseFrame
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read stream: %v (after %d frames)", err, len(frames))
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			f.id, _ = strconv.ParseInt(line[4:], 10, 64)
+		case strings.HasPrefix(line, "event: "):
+			f.event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			f.data = line[6:]
+		case line == "" && f.id > 0:
+			frames = append(frames, f)
+			if stop(f) {
+				return frames
+			}
+			f = sseFrame{}
+		}
+	}
+}
+
+// eventLog reads a session's whole log as JSON pages.
+func eventLog(t *testing.T, base, id string) []json.RawMessage {
+	t.Helper()
+	var all []json.RawMessage
+	for after := int64(0); ; {
+		req, _ := http.NewRequest("GET", base+"/sessions/"+id+"/events?limit=1000&after="+strconv.FormatInt(after, 10), nil)
+		req.Header.Set("Accept", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page struct {
+			Data      []json.RawMessage `json:"data"`
+			NextAfter int64             `json:"next_after"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&page)
+		res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, page.Data...)
+		if len(page.Data) < 1000 {
+			return all
+		}
+		after = page.NextAfter
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(res.Body).Decode(v); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s = %d %v", url, res.StatusCode, err)
+	}
+}
+
+// TestProcess_KillAndRecover kills kerneld with SIGKILL in the middle of a
+// run with a tool call while a client streams it, and starts it again on
+// the same data directory. Every event the client saw must still be in the
+// log with the same seq and content; the run must end interrupted with a
+// RUN_ERROR; no tool call may be left unanswered in the history; and the
+// session must run again with its seq continuing.
+func TestProcess_KillAndRecover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin, dataDir, agentsDir := buildBinary(t), t.TempDir(), t.TempDir()
+	writeFile(t, agentsDir, "paced.yaml", pacedAgent)
+
+	p1 := startProcess(t, bin, dataDir, agentsDir)
+	id := post(t, p1.base+"/sessions", `{"agent":"paced"}`)["id"].(string)
+	runID := post(t, p1.base+"/sessions/"+id+"/run", `{"input":"what time is it?"}`)["id"].(string)
+	res, err := http.Get(p1.base + "/sessions/" + id + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := readUntil(t, res.Body, func(f sseFrame) bool { return f.event == "TOOL_CALL_ARGS" })
+	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p1.cmd.Wait()
+	res.Body.Close()
+
+	p2 := startProcess(t, bin, dataDir, agentsDir)
+	log := eventLog(t, p2.base, id)
+	for _, f := range seen {
+		if f.id > int64(len(log)) || compactJSON(t, log[f.id-1]) != compactJSON(t, []byte(f.data)) {
+			t.Fatalf("event %d the client saw before the kill is not in the log as it was:\nsaw    %s\nlogged %s", f.id, f.data, log[min(f.id, int64(len(log)))-1])
+		}
+	}
+	checkInterrupted(t, p2.base, id, runID, log)
+	checkHistoryAnswered(t, p2.base, id)
+
+	next := post(t, p2.base+"/sessions/"+id+"/run", `{"input":"and now?"}`)
+	if next["start_seq"].(float64) != float64(len(log)+1) {
+		t.Fatalf("next run starts at seq %v, want %d", next["start_seq"], len(log)+1)
+	}
+	waitRunState(t, p2.base, id, next["id"].(string), "succeeded")
+	aguitest.VerifyJSON(t, asBytes(eventLog(t, p2.base, id)))
+}
+
+// checkInterrupted checks that the killed run ended as interrupted.
+func checkInterrupted(t *testing.T, base, id, runID string, log []json.RawMessage) {
+	t.Helper()
+	var last struct {
+		Type string `json:"type"`
+		Code string `json:"code"`
+	}
+	if err := json.Unmarshal(log[len(log)-1], &last); err != nil || last.Type != "RUN_ERROR" || last.Code != "interrupted" {
+		t.Fatalf("last event = %s, want RUN_ERROR interrupted", log[len(log)-1])
+	}
+	var run map[string]any
+	getJSON(t, base+"/sessions/"+id+"/runs/"+runID, &run)
+	if run["state"] != "interrupted" || run["end_seq"] != float64(len(log)) {
+		t.Fatalf("run = %v, want interrupted ending at %d", run, len(log))
+	}
+	var s map[string]any
+	getJSON(t, base+"/sessions/"+id, &s)
+	if s["state"] != "error" || s["active_run_id"] != nil {
+		t.Fatalf("session = %v, want error and free", s)
+	}
+}
+
+// checkHistoryAnswered checks every tool call in the history has a result.
+func checkHistoryAnswered(t *testing.T, base, id string) {
+	t.Helper()
+	var page struct {
+		Data []struct {
+			Role       string  `json:"role"`
+			ToolCallID *string `json:"tool_call_id"`
+			ToolCalls  []struct {
+				ID string `json:"id"`
+			} `json:"tool_calls"`
+		} `json:"data"`
+	}
+	getJSON(t, base+"/sessions/"+id+"/messages?limit=200", &page)
+	open := map[string]bool{}
+	for _, m := range page.Data {
+		for _, c := range m.ToolCalls {
+			open[c.ID] = true
+		}
+		if m.ToolCallID != nil {
+			delete(open, *m.ToolCallID)
+		}
+	}
+	if len(open) > 0 {
+		t.Fatalf("tool calls without a result in the history: %v", open)
+	}
+}
+
+func waitRunState(t *testing.T, base, id, runID, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var run map[string]any
+		getJSON(t, base+"/sessions/"+id+"/runs/"+runID, &run)
+		if run["ended_at"] != nil {
+			if run["state"] != want {
+				t.Fatalf("run = %v, want %s", run, want)
+			}
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("run %s did not end", runID)
+}
+
+func compactJSON(t *testing.T, b []byte) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+	out, _ := json.Marshal(v)
+	return string(out)
+}
+
+func asBytes(raw []json.RawMessage) [][]byte {
+	out := make([][]byte, len(raw))
+	for i, r := range raw {
+		out[i] = r
+	}
+	return out
+}

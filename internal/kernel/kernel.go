@@ -230,13 +230,19 @@ func (k *Kernel) lockSession(id string) func() {
 	return m.Unlock
 }
 
-// emit stamps evs as events of run runID in session sessionID, appends them
-// durably (assigning seqs in place), then hands them to the observers.
+// emit stamps evs as events of run runID in session sessionID and appends
+// them; running runs go through their eventWriter instead.
 func (k *Kernel) emit(ctx context.Context, sessionID, runID string, evs ...session.Event) error {
 	now := k.now()
 	for i := range evs {
 		evs[i].SessionID, evs[i].RunID, evs[i].Time = sessionID, runID, now
 	}
+	return k.append(ctx, evs)
+}
+
+// append makes evs durable (assigning seqs in place), then hands them to
+// the observers: nobody sees an event the log could still lose.
+func (k *Kernel) append(ctx context.Context, evs []session.Event) error {
 	if err := k.store.AppendEvents(ctx, evs); err != nil {
 		return fmt.Errorf("append events: %w", err)
 	}

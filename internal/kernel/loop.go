@@ -47,6 +47,7 @@ type runner struct {
 	usage   session.Usage
 	turn    *turn              // the model response streaming now, if any
 	pending []session.ToolCall // tool calls recorded but not yet answered
+	events  *eventWriter       // appends the run's events in the background
 }
 
 // execute runs the agent loop for ar and records how it ended. It is the
@@ -57,6 +58,7 @@ func (k *Kernel) execute(ar *activeRun, run session.Run, spec agents.Spec, start
 		k: k, ar: ar, run: &run, spec: spec,
 		log: k.log.With("session", run.SessionID, "run", run.ID, "agent", spec.Name),
 	}
+	r.events = newEventWriter(k, r.storeCtx(), run.SessionID, run.ID)
 	ctx, cancel := context.WithTimeoutCause(ar.ctx, runTimeout(spec.Limits.RunTimeout), errRunTimeout)
 	defer cancel()
 	err := startErr
@@ -139,13 +141,14 @@ func (r *runner) streamFailure(ctx context.Context, err error) error {
 	return &modelError{err: err}
 }
 
-// emit records events of this run. Store writes are not cancelled with the
-// run: a cancelled run must still record how it ended.
+// emit queues events of this run for the log (see eventWriter). Store
+// writes are not cancelled with the run: a cancelled run must still record
+// how it ended.
 func (r *runner) emit(evs ...session.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	if err := r.k.emit(r.storeCtx(), r.run.SessionID, r.run.ID, evs...); err != nil {
+	if err := r.events.write(evs...); err != nil {
 		return &emitError{err: err}
 	}
 	return nil
@@ -153,8 +156,13 @@ func (r *runner) emit(evs ...session.Event) error {
 
 func (r *runner) storeCtx() context.Context { return context.WithoutCancel(r.ar.ctx) }
 
-// record appends messages to the history, durable first.
+// record appends messages to the history. The events that carried them
+// are made durable first, so the history never holds what the log lacks,
+// and a tool never runs before its call is in the log.
 func (r *runner) record(msgs ...session.Message) error {
+	if _, err := r.events.flush(); err != nil {
+		return &emitError{err: err}
+	}
 	now := r.k.now().UTC()
 	for i := range msgs {
 		msgs[i].SessionID, msgs[i].RunID, msgs[i].CreatedAt = r.run.SessionID, r.run.ID, now
@@ -230,12 +238,17 @@ func (r *runner) finish(err error) {
 	if err := r.emit(evs...); err != nil {
 		r.log.Error("record run end", "err", err)
 	}
+	endSeq, err := r.events.flush()
+	if err != nil {
+		r.log.Error("record run end", "err", err)
+	}
 	if len(msgs) > 0 {
 		if err := r.record(msgs...); err != nil {
 			r.log.Error("record dangling tool calls", "err", err)
 		}
 	}
-	r.recordEnd(end, evs[len(evs)-1].Seq)
+	_ = r.events.close() // flushed above; its error is logged there
+	r.recordEnd(end, endSeq)
 	r.k.retire(r.run.SessionID, r.ar)
 }
 

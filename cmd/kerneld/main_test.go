@@ -179,16 +179,16 @@ func buildBinary(t *testing.T) string {
 	builtOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "kerneld-bin-")
 		if err != nil {
-			builtErr = err
+			errBuild = err
 			return
 		}
 		built = filepath.Join(dir, "kerneld")
 		if out, err := exec.Command("go", "build", "-o", built, ".").CombinedOutput(); err != nil {
-			builtErr = fmt.Errorf("build: %w\n%s", err, out)
+			errBuild = fmt.Errorf("build: %w\n%s", err, out)
 		}
 	})
-	if builtErr != nil {
-		t.Fatal(builtErr)
+	if errBuild != nil {
+		t.Fatal(errBuild)
 	}
 	return built
 }
@@ -196,5 +196,5 @@ func buildBinary(t *testing.T) string {
 var (
 	builtOnce sync.Once
 	built     string
-	builtErr  error
+	errBuild  error
 )

@@ -139,7 +139,8 @@ func (s *Store) collect(first *appendReq, expect int) (batch []*appendReq, carry
 			return nil, nil, false
 		}
 	}
-	batch = append(s.batch[:0], first)
+	batch = s.batch[:0] // reuse the last batch's array
+	batch = append(batch, first)
 	defer func() { s.batch = batch }()
 	n := len(first.evs)
 	var timeout <-chan time.Time

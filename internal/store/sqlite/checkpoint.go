@@ -49,7 +49,7 @@ func (c *checkpointer) start() { c.wg.Go(c.run) }
 // next one will, and a failure now is retried then, so errors are dropped.
 func (c *checkpointer) run() {
 	for range c.kick {
-		_, _ = c.db.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+		_, _ = c.db.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
 	}
 }
 

@@ -122,13 +122,13 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{path: path, log: log, lastSeq: make(map[string]int64)}
-	s.appender.init(opts)
+	s.init(opts)
 	var err error
 	if s.wdb, err = openWriter(ctx, path); err != nil {
 		return nil, err
 	}
 	if err = migrate(ctx, s.wdb, path, log); err == nil {
-		err = s.writeStmts.prepare(ctx, s.wdb)
+		err = s.prepare(ctx, s.wdb)
 	}
 	if err == nil {
 		s.rdb, err = openReaders(ctx, path)
@@ -224,7 +224,7 @@ func (s *Store) close() error {
 	errs := []error{s.ckpt.stop()}
 	// Recommended before closing a long-lived connection: refreshes the
 	// planner's statistics where they have drifted, usually doing nothing.
-	_, err := s.wdb.Exec(`PRAGMA optimize`)
+	_, err := s.wdb.ExecContext(context.Background(), `PRAGMA optimize`)
 	// The writer closes last: the last connection to close checkpoints
 	// the WAL into the database file and removes it.
 	errs = append(errs, err, s.rdb.Close(), s.wdb.Close(), unlockDir(s.lock))

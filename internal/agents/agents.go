@@ -7,6 +7,8 @@
 package agents
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/llm"
@@ -20,6 +22,8 @@ const (
 	defaultMaxDepth           = 1
 	defaultRunTimeout         = 10 * time.Minute
 	defaultMaxHistoryMessages = 200
+	defaultApprovalTimeout    = 10 * time.Minute
+	defaultMCPCallTimeout     = 60 * time.Second
 )
 
 // Spec is one agent definition. Specs handed out by a Registry share their
@@ -33,9 +37,46 @@ type Spec struct {
 	MaxTurns     int       // model calls per run; default 16
 	Limits       Limits
 	Memory       MemoryPolicy
-	File         string       // the file it was loaded from ("" when built in code)
-	Provider     llm.Provider // built from Model by the provider's factory; never nil in a Registry
+	File         string // the file it was loaded from ("" when built in code)
+	// MCPServers are the Model Context Protocol servers whose tools the
+	// agent may call, as <server>__<tool>.
+	MCPServers []MCPServer
+	// ApprovalTimeout is how long a tool call that requires approval waits
+	// for a decision before it is denied; default 10m.
+	ApprovalTimeout time.Duration
+	// ChildAgents are the agents this one may spawn; none when empty.
+	ChildAgents []string
+	// Provider is built from Model by the provider's factory. It is nil
+	// exactly when the agent is Unavailable.
+	Provider llm.Provider
+	// Unavailable, when set, says why the agent cannot run, e.g. that the
+	// variable holding its API key is not set. It is listed but refuses
+	// new sessions.
+	Unavailable string
+	missingEnv  []string // ${VAR}s under model: that were not set
 }
+
+// MCPServer is one MCP server an agent uses: a command speaking MCP over
+// stdio, or a URL speaking streamable HTTP.
+type MCPServer struct {
+	Name    string
+	Command string
+	Args    []string
+	Env     map[string]string
+	URL     string
+	Headers map[string]string
+	// Allow, when not empty, lists the only tools of the server the agent
+	// may call.
+	Allow []string
+	// CallTimeout bounds one tool call; default 60s.
+	CallTimeout time.Duration
+}
+
+// MCPToolName is the name a model sees for tool of MCP server server.
+func MCPToolName(server, tool string) string { return server + MCPSeparator + tool }
+
+// MCPSeparator joins an MCP server's name and its tool's.
+const MCPSeparator = "__"
 
 // ToolRef is an agent's permission to call one tool.
 type ToolRef struct {
@@ -58,15 +99,42 @@ type MemoryPolicy struct {
 
 // Tool returns the agent's reference to the named tool, if it lists it.
 // The kernel asks before every tool call, because a model may name a tool
-// the agent was never given.
+// the agent was never given. A tool of one of the agent's MCP servers is
+// the agent's if its server allows it; listing it in tools only adds
+// require_approval.
 func (s Spec) Tool(name string) (ToolRef, bool) {
 	for _, t := range s.Tools {
 		if t.Name == name {
 			return t, true
 		}
 	}
+	if srv, ok := s.MCPServerOf(name); ok && srv.Allows(strings.TrimPrefix(name, srv.Name+MCPSeparator)) {
+		return ToolRef{Name: name}, true
+	}
 	return ToolRef{}, false
 }
+
+// MCPServerOf returns the MCP server a tool name like "srv__tool" names.
+func (s Spec) MCPServerOf(name string) (MCPServer, bool) {
+	server, _, ok := strings.Cut(name, MCPSeparator)
+	if !ok {
+		return MCPServer{}, false
+	}
+	for _, srv := range s.MCPServers {
+		if srv.Name == server {
+			return srv, true
+		}
+	}
+	return MCPServer{}, false
+}
+
+// Allows reports whether the server's allow list admits tool.
+func (m MCPServer) Allows(tool string) bool {
+	return len(m.Allow) == 0 || slices.Contains(m.Allow, tool)
+}
+
+// MaySpawn reports whether the agent may spawn agent.
+func (s Spec) MaySpawn(agent string) bool { return slices.Contains(s.ChildAgents, agent) }
 
 // Options are what loading needs from the rest of kerneld. They are passed
 // in rather than imported so agents does not depend on every provider and
@@ -95,6 +163,9 @@ func withDefaults(s Spec) Spec {
 	}
 	if s.Memory.MaxHistoryMessages == 0 {
 		s.Memory.MaxHistoryMessages = defaultMaxHistoryMessages
+	}
+	if s.ApprovalTimeout == 0 {
+		s.ApprovalTimeout = defaultApprovalTimeout
 	}
 	return s
 }

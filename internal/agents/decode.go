@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -17,13 +18,37 @@ import (
 // in a prompt stays as written.
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// expandEnv replaces every ${NAME} in data with getenv(NAME); an unset
-// variable becomes empty, which lets optional settings such as base_url
-// fall back to the provider's default.
-func expandEnv(data []byte, getenv func(string) string) []byte {
-	return envRef.ReplaceAllFunc(data, func(m []byte) []byte {
-		return []byte(getenv(string(m[2 : len(m)-1])))
-	})
+// expandEnv replaces every ${NAME} inside the scalar values of the tree n
+// with getenv(NAME). Expanding values, not the file's text, means a value
+// holding ':' or '#' cannot change the file's structure. An unset variable
+// becomes empty, which lets optional settings such as base_url fall back
+// to the provider's default; the names of the unset ones under model: are
+// returned, for saying why an agent cannot run.
+func expandEnv(n *yaml.Node, path string, getenv func(string) string) (unsetInModel []string) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+			name := ref[2 : len(ref)-1]
+			v := getenv(name)
+			if v == "" && (path == "model" || strings.HasPrefix(path, "model.")) {
+				unsetInModel = append(unsetInModel, name)
+			}
+			return v
+		})
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if path != "" {
+				p = path + "." + p
+			}
+			unsetInModel = append(unsetInModel, expandEnv(n.Content[i+1], p, getenv)...)
+		}
+	case yaml.SequenceNode:
+		for _, c := range n.Content {
+			unsetInModel = append(unsetInModel, expandEnv(c, path, getenv)...)
+		}
+	}
+	return unsetInModel
 }
 
 // fieldFunc decodes the value n of the field at path.
@@ -33,12 +58,13 @@ type fieldFunc func(path string, n *yaml.Node) error
 // walked as a YAML node tree rather than unmarshalled into a tagged struct
 // because the model block mixes fixed keys with provider-specific ones and
 // because every error must name the field's full path.
-func parse(data []byte) (Spec, error) {
+func parse(data []byte, getenv func(string) string) (Spec, error) {
 	root, err := document(data)
 	if err != nil {
 		return Spec{}, err
 	}
 	s := defaultSpec()
+	s.missingEnv = expandEnv(root, "", getenv)
 	err = decodeMapping("", root, map[string]fieldFunc{
 		"name":          value(&s.Name),
 		"description":   value(&s.Description),
@@ -56,8 +82,36 @@ func parse(data []byte) (Spec, error) {
 		"memory": func(p string, n *yaml.Node) error {
 			return decodeMapping(p, n, map[string]fieldFunc{"max_history_messages": value(&s.Memory.MaxHistoryMessages)})
 		},
+		"mcp_servers":      func(p string, n *yaml.Node) error { return decodeMCPServers(p, n, &s.MCPServers) },
+		"approval_timeout": duration(&s.ApprovalTimeout),
+		"child_agents":     value(&s.ChildAgents),
 	})
 	return s, err
+}
+
+// decodeMCPServers decodes the mcp_servers list.
+func decodeMCPServers(path string, n *yaml.Node, servers *[]MCPServer) error {
+	n = deref(n)
+	if isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return problem(path, n, "must be a list")
+	}
+	*servers = make([]MCPServer, len(n.Content))
+	for i, item := range n.Content {
+		srv := &(*servers)[i]
+		srv.CallTimeout = defaultMCPCallTimeout
+		err := decodeMapping(fmt.Sprintf("%s[%d]", path, i), item, map[string]fieldFunc{
+			"name": value(&srv.Name), "command": value(&srv.Command), "args": value(&srv.Args),
+			"env": value(&srv.Env), "url": value(&srv.URL), "headers": value(&srv.Headers),
+			"allow": value(&srv.Allow), "call_timeout": duration(&srv.CallTimeout),
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // document parses data as exactly one YAML document and returns its root.

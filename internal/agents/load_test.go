@@ -30,6 +30,9 @@ func fakeFactory(cfg llm.ModelConfig) (llm.Provider, error) {
 	if msg, ok := cfg.Options["fail"].(string); ok {
 		return nil, errors.New("fail: " + msg)
 	}
+	if cfg.Options["needs_key"] == true && cfg.APIKey == "" {
+		return nil, errdefs.New(errdefs.ErrUnavailable, "missing_api_key", "model.api_key is empty")
+	}
 	return &fakeModel{cfg: cfg}, nil
 }
 
@@ -123,6 +126,8 @@ func TestLoad(t *testing.T) {
 		Memory:       agents.MemoryPolicy{MaxHistoryMessages: 50},
 		File:         filepath.Join(dir, "helper.yaml"),
 		Provider:     got.Provider,
+
+		ApprovalTimeout: 10 * time.Minute,
 	}
 	assert.Equal(t, want, got)
 }
@@ -209,7 +214,19 @@ func TestLoad_Rejects(t *testing.T) {
 		{"factory error", "name: x\nmodel: {provider: fake, fail: boom}\n", "model: fail: boom"},
 		{"scripted factory error", "name: x\nmodel: {provider: scripted}\n", "model: invalid script: required"},
 		{"scripted unknown option", "name: x\nmodel: {provider: scripted, scripts: []}\n", "model: invalid scripts: unknown field"},
-		{"unknown top-level field", "name: x\n" + model + "mcp_servers:\n  - name: everything\n", "mcp_servers: unknown field (line 3)"},
+		{"unknown top-level field", "name: x\n" + model + "workspace: /tmp\n", "workspace: unknown field (line 3)"},
+		{"mcp server without name", "name: x\n" + model + "mcp_servers: [{command: npx}]\n", "mcp_servers[0].name: required"},
+		{"mcp server name with __", "name: x\n" + model + "mcp_servers: [{name: a__b, command: npx}]\n", "mcp_servers[0].name:"},
+		{"mcp server with both transports", "name: x\n" + model + "mcp_servers: [{name: s, command: npx, url: 'http://h/mcp'}]\n", "mcp_servers[0]: set exactly one of command"},
+		{"mcp server with neither transport", "name: x\n" + model + "mcp_servers: [{name: s}]\n", "mcp_servers[0]: set exactly one of command"},
+		{"mcp server bad url", "name: x\n" + model + "mcp_servers: [{name: s, url: 'ftp://h'}]\n", "mcp_servers[0].url: must be an http or https URL"},
+		{"mcp server twice", "name: x\n" + model + "mcp_servers: [{name: s, command: a}, {name: s, command: b}]\n", `mcp_servers[1].name: duplicate server "s"`},
+		{"mcp unknown field", "name: x\n" + model + "mcp_servers: [{name: s, command: a, cwd: /}]\n", "mcp_servers[0].cwd: unknown field"},
+		{"mcp tool not allowed", "name: x\n" + model + "mcp_servers: [{name: s, command: a, allow: [echo]}]\ntools: [{name: s__add, require_approval: true}]\n", `tools[0]: tool "s__add" is not in the allow list`},
+		{"tool of unknown mcp server", "name: x\n" + model + "tools: [other__echo]\n", `tools[0]: unknown tool "other__echo"`},
+		{"zero approval timeout", "name: x\n" + model + "approval_timeout: 0s\n", "approval_timeout: must be positive"},
+		{"bad child agent name", "name: x\n" + model + "child_agents: ['a b']\n", `child_agents[0]: "a b" is not an agent name`},
+		{"unknown child agent", "name: x\n" + model + "child_agents: [ghost]\n", `child_agents[0]: unknown agent "ghost"`},
 		{"unknown limits field", "name: x\n" + model + "limits: {max_childs: 1}\n", "limits.max_childs: unknown field"},
 		{"unknown memory field", "name: x\n" + model + "memory: {max: 1}\n", "memory.max: unknown field"},
 		{"unknown tool", "name: x\n" + model + "tools: [current_time, frobnicate]\n", `tools[1]: unknown tool "frobnicate"`},
@@ -265,4 +282,66 @@ func TestLoad_ReportsEveryBadFile(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), filepath.Join(dir, "a.yaml")+": model.provider")
 	assert.Contains(t, err.Error(), filepath.Join(dir, "b.yaml")+": bogus: unknown field")
+}
+
+func TestLoad_MCPServersAndChildren(t *testing.T) {
+	dir := mustWriteDir(t, map[string]string{
+		"a.yaml": `
+name: a
+model: {provider: fake}
+child_agents: [b]
+approval_timeout: 2m
+mcp_servers:
+  - name: everything
+    command: npx
+    args: ["-y", "@modelcontextprotocol/server-everything"]
+    env: {TOKEN: "${TOKEN}"}
+    allow: [echo]
+  - name: remote
+    url: https://tools.example/mcp
+    headers: {Authorization: "Bearer ${TOKEN}"}
+    call_timeout: 5s
+tools: [{name: everything__echo, require_approval: true}]
+`,
+		"b.yaml": "name: b\nmodel: {provider: fake}\n",
+	})
+	r, err := agents.Load(dir, testOptions(map[string]string{"TOKEN": "t: #1"}))
+	require.NoError(t, err)
+	a, err := r.Get("a")
+	require.NoError(t, err)
+	assert.Equal(t, []agents.MCPServer{
+		{Name: "everything", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-everything"},
+			Env: map[string]string{"TOKEN": "t: #1"}, Allow: []string{"echo"}, CallTimeout: time.Minute},
+		{Name: "remote", URL: "https://tools.example/mcp", Headers: map[string]string{"Authorization": "Bearer t: #1"},
+			CallTimeout: 5 * time.Second},
+	}, a.MCPServers, "a value with ': #' from the environment stays one string")
+	assert.Equal(t, 2*time.Minute, a.ApprovalTimeout)
+	assert.True(t, a.MaySpawn("b"))
+	assert.False(t, a.MaySpawn("a"))
+
+	ref, ok := a.Tool("everything__echo")
+	assert.True(t, ok && ref.RequireApproval, "listed MCP tool with approval")
+	_, ok = a.Tool("everything__add")
+	assert.False(t, ok, "not in the allow list")
+	ref, ok = a.Tool("remote__anything")
+	assert.True(t, ok && !ref.RequireApproval, "a server without an allow list allows everything")
+}
+
+func TestLoad_UnavailableAgent(t *testing.T) {
+	dir := mustWriteDir(t, map[string]string{
+		"gpt.yaml": "name: gpt\nmodel: {provider: fake, needs_key: true, api_key: '${OPENAI_API_KEY}', base_url: '${OPENAI_BASE_URL}'}\n",
+		"ok.yaml":  "name: ok\nmodel: {provider: fake}\n",
+	})
+	r, err := agents.Load(dir, testOptions(nil))
+	require.NoError(t, err, "an agent missing its key must not stop the others")
+	gpt, err := r.Get("gpt")
+	require.NoError(t, err)
+	assert.Nil(t, gpt.Provider)
+	assert.Equal(t, "model.api_key is empty (OPENAI_API_KEY, OPENAI_BASE_URL not set)", gpt.Unavailable)
+
+	r, err = agents.Load(dir, testOptions(map[string]string{"OPENAI_API_KEY": "sk-1"}))
+	require.NoError(t, err)
+	gpt, _ = r.Get("gpt")
+	assert.Empty(t, gpt.Unavailable)
+	assert.NotNil(t, gpt.Provider)
 }

@@ -140,13 +140,13 @@ func agentFiles(dir string) ([]string, error) {
 	return files, nil
 }
 
-// loadFile reads and decodes one agent file, expanding ${VAR} first.
+// loadFile reads and decodes one agent file, expanding ${VAR} in its values.
 func loadFile(path string, getenv func(string) string) (Spec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Spec{}, fmt.Errorf("read agent file: %w", err)
 	}
-	s, err := parse(expandEnv(data, getenv))
+	s, err := parse(data, getenv)
 	if err != nil {
 		return Spec{}, &sourceError{source: path, err: err}
 	}
@@ -167,11 +167,26 @@ func newSet(specs []Spec, opts Options) (*set, error) {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, s.checkChildAgents()...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	slices.SortFunc(s.sorted, func(a, b Spec) int { return cmp.Compare(a.Name, b.Name) })
 	return s, nil
+}
+
+// checkChildAgents reports child_agents entries naming no loaded agent.
+func (s *set) checkChildAgents() []error {
+	var errs []error
+	for _, spec := range s.sorted {
+		for i, name := range spec.ChildAgents {
+			if _, ok := s.byName[name]; !ok {
+				errs = append(errs, &sourceError{source: source(spec),
+					err: fieldError(fmt.Sprintf("child_agents[%d]", i), "unknown agent %q", name)})
+			}
+		}
+	}
+	return errs
 }
 
 // add indexes spec unless its name is taken.

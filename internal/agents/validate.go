@@ -53,13 +53,29 @@ func prepare(s Spec, opts Options) (Spec, error) {
 		if err == nil && p == nil {
 			err = fmt.Errorf("provider %q built no model", s.Model.Provider)
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, errdefs.ErrUnavailable):
+			s.Unavailable = unavailableReason(err, s.missingEnv)
+		case err != nil:
 			return Spec{}, &sourceError{source: source(s), err: fmt.Errorf("model: %w", err)}
 		}
 		s.Provider = p
 	}
 	s.Tools = slices.Clip(s.Tools) // an append by a reader must not write into the registry's array
 	return s, nil
+}
+
+// unavailableReason says why a provider could not be built, naming the
+// unset variables the model block refers to: usually the fix.
+func unavailableReason(err error, unset []string) string {
+	msg := err.Error()
+	if e, ok := errors.AsType[*errdefs.Error](err); ok {
+		msg = e.Message
+	}
+	if len(unset) > 0 {
+		msg += " (" + strings.Join(slices.Compact(slices.Sorted(slices.Values(unset))), ", ") + " not set)"
+	}
+	return msg
 }
 
 // validate checks s, whose defaults are already applied, field by field
@@ -74,7 +90,13 @@ func validate(s Spec, opts Options) error {
 	if err := validateLimits(s); err != nil {
 		return err
 	}
-	return validateTools(s.Tools, opts.KnownTool)
+	if err := validateMCPServers(s.MCPServers); err != nil {
+		return err
+	}
+	if err := validateChildAgents(s.ChildAgents); err != nil {
+		return err
+	}
+	return validateTools(s, opts.KnownTool)
 }
 
 // validateName checks the agent's name.
@@ -128,14 +150,59 @@ func validateLimits(s Spec) error {
 		return fieldError("limits.run_timeout", "must be positive")
 	case s.Memory.MaxHistoryMessages < 1:
 		return fieldError("memory.max_history_messages", "must be at least 1")
+	case s.ApprovalTimeout <= 0:
+		return fieldError("approval_timeout", "must be positive")
 	}
 	return nil
 }
 
-// validateTools checks that every tool is named once and exists.
-func validateTools(refs []ToolRef, known func(string) bool) error {
-	seen := make(map[string]int, len(refs))
-	for i, t := range refs {
+// serverPattern keeps MCP server names usable as tool name prefixes.
+var serverPattern = regexp.MustCompile(`^[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*$`)
+
+// validateMCPServers checks each server's name and transport.
+func validateMCPServers(servers []MCPServer) error {
+	seen := map[string]int{}
+	for i, srv := range servers {
+		field := fmt.Sprintf("mcp_servers[%d]", i)
+		switch {
+		case srv.Name == "":
+			return fieldError(field+".name", "required")
+		case len(srv.Name) > 32 || !serverPattern.MatchString(srv.Name) || strings.Contains(srv.Name, MCPSeparator):
+			return fieldError(field+".name", "%q must be 1-32 characters of A-Z, a-z, 0-9, '-' and single '_'", srv.Name)
+		case (srv.Command == "") == (srv.URL == ""):
+			return fieldError(field, "set exactly one of command (stdio) and url (streamable HTTP)")
+		case srv.URL != "" && !strings.HasPrefix(srv.URL, "http://") && !strings.HasPrefix(srv.URL, "https://"):
+			return fieldError(field+".url", "must be an http or https URL")
+		case srv.CallTimeout <= 0:
+			return fieldError(field+".call_timeout", "must be positive")
+		case slices.Contains(srv.Allow, ""):
+			return fieldError(field+".allow", "tool names must not be empty")
+		}
+		if j, dup := seen[srv.Name]; dup {
+			return fieldError(field+".name", "duplicate server %q (also mcp_servers[%d])", srv.Name, j)
+		}
+		seen[srv.Name] = i
+	}
+	return nil
+}
+
+// validateChildAgents checks the names the agent may spawn; whether they
+// exist is checked once every agent is loaded.
+func validateChildAgents(names []string) error {
+	for i, name := range names {
+		if !namePattern.MatchString(name) {
+			return fieldError(fmt.Sprintf("child_agents[%d]", i), "%q is not an agent name", name)
+		}
+	}
+	return nil
+}
+
+// validateTools checks that every tool is named once and exists: a
+// built-in one, or one its MCP server allows (whose existence can only be
+// known once the server runs).
+func validateTools(s Spec, known func(string) bool) error {
+	seen := make(map[string]int, len(s.Tools))
+	for i, t := range s.Tools {
 		field := fmt.Sprintf("tools[%d]", i)
 		if t.Name == "" {
 			return fieldError(field+".name", "required")
@@ -143,10 +210,16 @@ func validateTools(refs []ToolRef, known func(string) bool) error {
 		if j, dup := seen[t.Name]; dup {
 			return fieldError(field, "duplicate tool %q (also tools[%d])", t.Name, j)
 		}
+		seen[t.Name] = i
+		if srv, ok := s.MCPServerOf(t.Name); ok {
+			if !srv.Allows(strings.TrimPrefix(t.Name, srv.Name+MCPSeparator)) {
+				return fieldError(field, "tool %q is not in the allow list of MCP server %q", t.Name, srv.Name)
+			}
+			continue
+		}
 		if known != nil && !known(t.Name) {
 			return fieldError(field, "unknown tool %q", t.Name)
 		}
-		seen[t.Name] = i
 	}
 	return nil
 }

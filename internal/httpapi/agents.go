@@ -35,6 +35,8 @@ type agentResponse struct {
 	MaxTurns           int                 `json:"max_turns"`
 	Limits             agentLimitsResponse `json:"limits"`
 	MaxHistoryMessages int                 `json:"max_history_messages"`
+	Available          bool                `json:"available"`
+	UnavailableReason  *string             `json:"unavailable_reason"`
 }
 
 func (s *Server) toAgentResponse(a agents.Spec) agentResponse {
@@ -48,6 +50,7 @@ func (s *Server) toAgentResponse(a agents.Spec) agentResponse {
 			RunTimeoutSeconds: int64(a.Limits.RunTimeout.Seconds()),
 		},
 		MaxHistoryMessages: a.Memory.MaxHistoryMessages,
+		Available:          a.Unavailable == "", UnavailableReason: nullable(a.Unavailable),
 	}
 	for _, ref := range a.Tools {
 		d, _ := s.kernel.Tool(ref.Name)

@@ -52,7 +52,7 @@ func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (ses
 	if prev, ok, err := k.findIdempotent(ctx, sessionID, req.IdempotencyKey); err != nil || ok {
 		return prev, ok, err
 	}
-	spec, err := k.agents.Get(s.Agent)
+	spec, err := k.runnableAgent(s.Agent)
 	if err != nil {
 		return session.Run{}, false, err
 	}

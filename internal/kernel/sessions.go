@@ -8,6 +8,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
@@ -40,7 +41,7 @@ type ListSessions struct {
 // CreateSession creates a session for an agent, as a child of ParentID
 // when set, within the parent agent's depth and children limits.
 func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.Session, error) {
-	if _, err := k.agents.Get(req.Agent); err != nil {
+	if _, err := k.runnableAgent(req.Agent); err != nil {
 		return session.Session{}, err
 	}
 	if err := k.validateSessionFields(req.Name, req.Metadata); err != nil {
@@ -71,6 +72,18 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		}
 	}
 	return s, nil
+}
+
+// runnableAgent returns the named agent if it can run now.
+func (k *Kernel) runnableAgent(name string) (agents.Spec, error) {
+	spec, err := k.agents.Get(name)
+	if err != nil {
+		return spec, err
+	}
+	if spec.Unavailable != "" {
+		return spec, errdefs.New(errdefs.ErrUnprocessable, "agent_unavailable", "agent %q is unavailable: %s", name, spec.Unavailable)
+	}
+	return spec, nil
 }
 
 // insertSession stores s, as a child of parentID when that is set. A child

@@ -53,7 +53,7 @@ func (s *Server) toAgentResponse(a agents.Spec) agentResponse {
 		Available:          a.Unavailable == "", UnavailableReason: nullable(a.Unavailable),
 	}
 	for _, ref := range a.Tools {
-		d, _ := s.kernel.Tool(ref.Name)
+		d, _ := s.kernel.ToolDefinition(a, ref.Name)
 		out.Tools = append(out.Tools, agentToolResponse{
 			Name: ref.Name, Description: d.Description, Parameters: d.Parameters, RequireApproval: ref.RequireApproval,
 		})

@@ -129,7 +129,9 @@ func TestEventStream_ManyJoinersUnderLoad(t *testing.T) {
 // TestEventStream_SlowSubscriberDropped connects a client that never reads.
 // The run must finish regardless, and the stuck stream must be dropped.
 func TestEventStream_SlowSubscriberDropped(t *testing.T) {
-	ts := newServer(t, serverOptions{streams: httpapi.StreamOptions{WriteTimeout: 200 * time.Millisecond}})
+	// The timeout applies to the healthy reader below too: long enough that a
+	// busy machine cannot starve it, short enough to keep the test quick.
+	ts := newServer(t, serverOptions{streams: httpapi.StreamOptions{WriteTimeout: time.Second}})
 	id := ts.createSession(t, "echo")
 	conn := stuckClient(t, ts, id)
 	defer conn.Close()

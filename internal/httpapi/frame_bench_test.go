@@ -22,10 +22,10 @@ func BenchmarkAppendEventFrame(b *testing.B) {
 
 // BenchmarkParseFrame measures reading back a live frame from r3labs.
 func BenchmarkParseFrame(b *testing.B) {
-	frame := []byte("id: 42\ndata: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"delta\":\" world\"}\nevent: TEXT_MESSAGE_CONTENT\n\n")
+	frame := []byte("id: 42 01a1fcb4-9e65-7072-b822-183a5c12a4ce\ndata: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"delta\":\" world\"}\nevent: TEXT_MESSAGE_CONTENT\n\n")
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, _, ok := parseFrame(frame); !ok {
+		if _, _, _, _, ok := parseFrame(frame); !ok {
 			b.Fatal("not parsed")
 		}
 	}

@@ -82,10 +82,37 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	if accepts(r, "text/event-stream") {
-		s.streams.serve(w, r, s.kernel, streamRequest{sessionID: id, after: run.StartSeq - 1, untilRunEnd: true})
-		return nil
+		return s.streamRun(w, r, run)
 	}
 	return writeJSON(w, http.StatusAccepted, toRunResponse(run))
+}
+
+// streamRun streams run's events until its end. A queued run's stream
+// starts at the session's active run, which it waits behind: nothing of
+// the queued run can be missed however soon it starts.
+func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, run session.Run) error {
+	after, err := s.streamStart(r, run)
+	if err != nil {
+		return err
+	}
+	s.streams.serve(w, r, s.kernel, streamRequest{sessionID: run.SessionID, after: after, runID: run.ID})
+	return nil
+}
+
+// streamStart returns the seq after which run's stream begins.
+func (s *Server) streamStart(r *http.Request, run session.Run) (int64, error) {
+	if run.State != session.RunQueued {
+		return run.StartSeq - 1, nil
+	}
+	sess, err := s.kernel.GetSession(r.Context(), run.SessionID)
+	if err != nil || sess.ActiveRunID == "" {
+		return sess.LastSeq, err
+	}
+	active, err := s.kernel.GetRun(r.Context(), run.SessionID, sess.ActiveRunID)
+	if err != nil || active.StartSeq == 0 {
+		return sess.LastSeq, err
+	}
+	return active.StartSeq - 1, nil
 }
 
 // handleRunList handles "GET /sessions/{id}/runs".

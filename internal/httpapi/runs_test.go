@@ -10,6 +10,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/kerneld/kerneld/internal/httpapi"
+	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
+	"github.com/kerneld/kerneld/internal/session/aguitest"
 )
 
 func TestRuns_Create(t *testing.T) {
@@ -100,9 +105,6 @@ func TestRuns_CreateErrors(t *testing.T) {
 		post("Malformed", `{"input":"hi"`, 400, "invalid_request", "", ""),
 		post("TrailingData", `{"input":"hi"}[]`, 400, "invalid_request", "", ""),
 		post("EmptyBody", ``, 400, "invalid_request", "", ""),
-		post("IfBusyQueue", `{"input":"hi","if_busy":"queue"}`, 400, "unsupported_if_busy", "", ""),
-		post("IfBusyInterrupt", `{"input":"hi","if_busy":"interrupt"}`, 400, "unsupported_if_busy", "", ""),
-		post("IfBusySteer", `{"input":"hi","if_busy":"steer"}`, 400, "unsupported_if_busy", "", ""),
 		post("IfBusyUnknown", `{"input":"hi","if_busy":"later"}`, 400, "invalid_request", "if_busy", ""),
 		post("IfBusyNotString", `{"input":"hi","if_busy":1}`, 400, "invalid_request", "if_busy", "must be a string"),
 		post("IdempotencyKeyTooLong", `{"input":"hi"}`, 400, "invalid_request", "Idempotency-Key", "255",
@@ -400,4 +402,64 @@ func TestMessages_List(t *testing.T) {
 		{name: "ErrLimit", method: "GET", path: "/sessions/" + id + "/messages?limit=201", status: 400, code: "invalid_request", field: "limit"},
 		{name: "ErrCursor", method: "GET", path: "/sessions/" + id + "/messages?cursor=bm9wZQ", status: 400, code: "invalid_request", field: "cursor"},
 	})
+}
+
+// TestRuns_IfBusy: each busy policy through HTTP. queue and interrupt
+// answer 202 with a queued run; steer answers with the run the input
+// joined; a full queue is 429 queue_full.
+func TestRuns_IfBusy(t *testing.T) {
+	ts := newServer(t, serverOptions{kernel: kerneltest.Options{Limits: kernel.Limits{MaxQueued: 2}}})
+	id := ts.createSession(t, "waiter")
+	active := ts.startRun(t, id, "first")
+	<-ts.kernel.Wait.Started()
+
+	queued := ts.must(t, http.StatusAccepted, "POST", "/sessions/"+id+"/run", `{"input":"second","if_busy":"queue"}`)
+	if queued["state"] != "queued" || queued["start_seq"] != nil || queued["started_at"] != nil {
+		t.Errorf("queued run = %v", queued)
+	}
+	steered := ts.must(t, http.StatusAccepted, "POST", "/sessions/"+id+"/run", `{"input":"also","if_busy":"steer"}`)
+	if steered["id"] != active {
+		t.Errorf("steer answered run %v, want the active run %s", steered["id"], active)
+	}
+	wantProblem(t, ts.do(t, "POST", "/sessions/"+id+"/run", `{"input":"third","if_busy":"queue"}`), http.StatusTooManyRequests, "queue_full")
+	rejected := wantProblem(t, ts.do(t, "POST", "/sessions/"+id+"/run", `{"input":"x"}`), http.StatusConflict, "session_busy")
+	if rejected["active_run_id"] != active {
+		t.Errorf("active_run_id = %v, want %s", rejected["active_run_id"], active)
+	}
+	ts.kernel.Wait.Release()
+	if run := ts.waitRun(t, id, queued["id"].(string)); run["state"] != "succeeded" {
+		t.Errorf("queued run ended %v", run["state"])
+	}
+}
+
+// TestRuns_StreamQueued: a queued run's inline stream waits for the run
+// to start and carries exactly its events, from RUN_STARTED to its end.
+func TestRuns_StreamQueued(t *testing.T) {
+	ts := newServer(t, serverOptions{})
+	id := ts.createSession(t, "waiter")
+	first := ts.startRun(t, id, "first")
+	<-ts.kernel.Wait.Started()
+	s := ts.openStream(t, "POST", "/sessions/"+id+"/run", `{"input":"next","if_busy":"queue"}`)
+	ts.kernel.Wait.Release()
+	frames := s.events(t, nil) // to EOF: the server ends it after the run
+	if frames[0].event != "RUN_STARTED" || strings.Contains(frames[0].data, first) || !runEnded(frames[len(frames)-1]) {
+		t.Fatalf("stream = %s .. %s, want exactly the queued run", frames[0].event, frames[len(frames)-1].event)
+	}
+	aguitest.VerifyJSON(t, dataObjects(frames))
+}
+
+// TestRuns_StreamCancelledWhileQueued: a queued run cancelled before it
+// starts logs nothing; its inline stream ends at the next heartbeat.
+func TestRuns_StreamCancelledWhileQueued(t *testing.T) {
+	ts := newServer(t, serverOptions{streams: httpapi.StreamOptions{Heartbeat: 20 * time.Millisecond}})
+	id := ts.createSession(t, "waiter")
+	ts.startRun(t, id, "first")
+	<-ts.kernel.Wait.Started()
+	s := ts.openStream(t, "POST", "/sessions/"+id+"/run", `{"input":"next","if_busy":"queue"}`)
+	runID := strings.TrimPrefix(s.res.Header.Get("Location"), "/sessions/"+id+"/runs/")
+	ts.must(t, http.StatusOK, "POST", "/sessions/"+id+"/runs/"+runID+"/cancel", "")
+	if frames := s.events(t, nil); len(frames) != 0 {
+		t.Fatalf("a run that never started streamed %d frames", len(frames))
+	}
+	ts.kernel.Wait.Release()
 }

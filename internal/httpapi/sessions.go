@@ -18,6 +18,12 @@ type createSessionRequest struct {
 	ParentID string                     `json:"parent_id"`
 	Memory   map[string]json.RawMessage `json:"memory"`
 	TTL      string                     `json:"ttl"`
+	Inherit  *inheritBody               `json:"inherit"`
+}
+
+// inheritBody says what a child session inherits from its parent.
+type inheritBody struct {
+	Memory string `json:"memory"`
 }
 
 // Validate checks shape only; whether the agent exists is the kernel's call.
@@ -65,6 +71,7 @@ type sessionResponse struct {
 	LastSeq     int64             `json:"last_seq"`
 	TTL         *string           `json:"ttl"`
 	ExpiresAt   *time.Time        `json:"expires_at"`
+	Inherit     *inheritBody      `json:"inherit"`
 	CreatedAt   time.Time         `json:"created_at"`
 	UpdatedAt   time.Time         `json:"updated_at"`
 }
@@ -78,10 +85,14 @@ func toSessionResponse(s session.Session) sessionResponse {
 	if s.TTL > 0 {
 		ttl = nullable(s.TTL.String())
 	}
+	var inherit *inheritBody
+	if s.InheritMemory != "" {
+		inherit = &inheritBody{Memory: s.InheritMemory}
+	}
 	return sessionResponse{
 		ID: s.ID, Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State,
 		ParentID: nullable(s.ParentID), RootID: s.RootID, Depth: s.Depth, Tenant: s.Tenant,
-		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt),
+		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
 }
@@ -107,9 +118,13 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	ttl, _ := req.ttl() // Validate checked it
-	sess, err := s.kernel.CreateSession(r.Context(), kernel.CreateSession{
+	create := kernel.CreateSession{
 		Agent: req.Agent, Name: req.Name, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
-	})
+	}
+	if req.Inherit != nil {
+		create.InheritMemory = req.Inherit.Memory
+	}
+	sess, err := s.kernel.CreateSession(r.Context(), create)
 	if err != nil {
 		return err
 	}

@@ -508,3 +508,30 @@ func TestSessions_TTL(t *testing.T) {
 		}
 	}
 }
+
+// TestSessions_Inherit: a child created with inherit.memory copy starts
+// with its parent's memory and says so.
+func TestSessions_Inherit(t *testing.T) {
+	ts := newServer(t, serverOptions{})
+	parent := ts.must(t, http.StatusCreated, "POST", "/sessions", `{"agent":"parent","memory":{"user":"Ada","lang":"en"}}`)["id"].(string)
+	child := ts.must(t, http.StatusCreated, "POST", "/sessions",
+		`{"agent":"echo","parent_id":"`+parent+`","inherit":{"memory":"copy"},"memory":{"lang":"fr"}}`)
+	if fmt.Sprint(child["inherit"]) != "map[memory:copy]" {
+		t.Errorf("inherit = %v", child["inherit"])
+	}
+	mem := ts.must(t, http.StatusOK, "GET", "/sessions/"+child["id"].(string)+"/memory", "")
+	if got := fmt.Sprint(mem["data"]); !strings.Contains(got, "key:lang") || !strings.Contains(got, "value:fr") || !strings.Contains(got, "value:Ada") {
+		t.Errorf("child memory = %v, want the parent's user and its own lang", got)
+	}
+	plain := ts.must(t, http.StatusCreated, "POST", "/sessions", `{"agent":"echo","parent_id":"`+parent+`"}`)
+	if fmt.Sprint(plain["inherit"]) != "map[memory:none]" {
+		t.Errorf("default inherit = %v", plain["inherit"])
+	}
+	for _, bad := range []string{
+		`{"agent":"echo","parent_id":"` + parent + `","inherit":{"memory":"all"}}`,
+		`{"agent":"echo","inherit":{"memory":"copy"}}`,
+		`{"agent":"echo","parent_id":"` + parent + `","inherit":{"files":"copy"}}`,
+	} {
+		wantProblem(t, ts.do(t, "POST", "/sessions", bad), http.StatusBadRequest, "invalid_request")
+	}
+}

@@ -57,13 +57,15 @@ func (f *frameWriter) Flush() {
 		f.start()
 		return
 	}
-	id, typ, data, ok := parseFrame(f.frame)
+	id, runID, typ, data, ok := parseFrame(f.frame)
 	f.frame = f.frame[:0]
 	if !ok { // a comment: the heartbeat
-		f.write(append(f.out[:0], ": ping\n\n"...))
+		if f.write(append(f.out[:0], ": ping\n\n"...)) {
+			f.checkRunGone()
+		}
 		return
 	}
-	f.live(id, typ, data)
+	f.live(id, runID, typ, data)
 }
 
 // start registers the stream and replays the backlog. The session is
@@ -87,7 +89,7 @@ func (f *frameWriter) start() {
 }
 
 // live delivers one event published after the stream started.
-func (f *frameWriter) live(seq int64, typ, data []byte) {
+func (f *frameWriter) live(seq int64, runID, typ, data []byte) {
 	sent := f.st.lastSent()
 	if seq <= sent {
 		return // the replay delivered it already
@@ -96,7 +98,7 @@ func (f *frameWriter) live(seq int64, typ, data []byte) {
 		return
 	}
 	f.out = appendFrame(f.out[:0], seq, typ, data)
-	f.deliver(seq, session.EventType(typ), f.out)
+	f.deliver(seq, string(runID), session.EventType(typ), f.out)
 }
 
 // catchUp delivers events from the log after the last one sent, up to and
@@ -118,7 +120,7 @@ func (f *frameWriter) catchUp(upTo int64) bool {
 				return !f.done
 			}
 			f.out = appendEventFrame(f.out[:0], &evs[i])
-			f.deliver(evs[i].Seq, evs[i].Type, f.out)
+			f.deliver(evs[i].Seq, evs[i].RunID, evs[i].Type, f.out)
 		}
 		if len(evs) < backlogPage {
 			return !f.done
@@ -127,13 +129,34 @@ func (f *frameWriter) catchUp(upTo int64) bool {
 	return false
 }
 
-// deliver writes one event's frame and ends the stream after its last event.
-func (f *frameWriter) deliver(seq int64, typ session.EventType, frame []byte) {
-	if f.done || !f.write(frame) {
+// checkRunGone ends a run's stream whose run ended without logging
+// anything: a queued run cancelled before it started. Heartbeats call it,
+// which bounds how long such a stream lingers.
+func (f *frameWriter) checkRunGone() {
+	if f.st.runID == "" {
+		return
+	}
+	run, err := f.log.GetRun(f.ctx, f.st.sessionID, f.st.runID)
+	if err != nil || (run.State.Terminal() && run.StartSeq == 0) {
+		f.end()
+	}
+}
+
+// deliver writes one event's frame, unless the stream follows another
+// run, and ends the stream after its last event.
+func (f *frameWriter) deliver(seq int64, runID string, typ session.EventType, frame []byte) {
+	if f.done {
+		return
+	}
+	if f.st.runID != "" && runID != f.st.runID {
+		f.st.delivered(seq) // skipped, not missing
+		return
+	}
+	if !f.write(frame) {
 		return
 	}
 	ended := f.st.delivered(seq)
-	if ended || (f.st.untilRunEnd && typ.Ends()) {
+	if ended || (f.st.runID != "" && typ.Ends()) {
 		f.end()
 	}
 }
@@ -184,25 +207,34 @@ func appendEventFrame(dst []byte, ev *session.Event) []byte {
 	return append(dst, "\n\n"...)
 }
 
-// parseFrame reads the id, event and data fields r3labs wrote for one
-// event. ok is false for a frame without an id (a comment).
-func parseFrame(frame []byte) (id int64, typ, data []byte, ok bool) {
+// appendFrameID appends the id the hub gives r3labs for ev: its seq and
+// its run. r3labs never shows it to a client: frameWriter parses it back.
+func appendFrameID(dst []byte, ev *session.Event) []byte {
+	dst = strconv.AppendInt(dst, ev.Seq, 10)
+	dst = append(dst, ' ')
+	return append(dst, ev.RunID...)
+}
+
+// parseFrame reads the id (seq and run), event and data fields r3labs
+// wrote for one event. ok is false for a frame without an id (a comment).
+func parseFrame(frame []byte) (id int64, runID, typ, data []byte, ok bool) {
 	for len(frame) > 0 {
 		var line []byte
 		line, frame, _ = bytes.Cut(frame, []byte("\n"))
 		name, value, _ := bytes.Cut(line, []byte(": "))
 		switch string(name) {
 		case "id":
-			n, err := strconv.ParseInt(string(value), 10, 64)
+			seq, run, _ := bytes.Cut(value, []byte(" "))
+			n, err := strconv.ParseInt(string(seq), 10, 64)
 			if err != nil {
-				return 0, nil, nil, false
+				return 0, nil, nil, nil, false
 			}
-			id, ok = n, true
+			id, runID, ok = n, run, true
 		case "event":
 			typ = value
 		case "data":
 			data = value
 		}
 	}
-	return id, typ, data, ok
+	return id, runID, typ, data, ok
 }

@@ -24,9 +24,11 @@ const (
 	retryLine           = "retry: 2000\n\n"
 )
 
-// eventReader reads a session and its event log; the kernel implements it.
+// eventReader reads a session, its runs and its event log; the kernel
+// implements it.
 type eventReader interface {
 	GetSession(ctx context.Context, id string) (session.Session, error)
+	GetRun(ctx context.Context, sessionID, runID string) (session.Run, error)
 	Events(ctx context.Context, sessionID string, after int64, limit int) ([]session.Event, error)
 }
 
@@ -58,10 +60,10 @@ type Streams struct {
 
 // stream is one open SSE connection.
 type stream struct {
-	key         string // r3labs stream id
-	sessionID   string
-	untilRunEnd bool // end after the first run end event (POST …/run streams)
-	cancel      context.CancelFunc
+	key       string // r3labs stream id
+	sessionID string
+	runID     string // when set, only this run's events, ending after its end
+	cancel    context.CancelFunc
 
 	mu       sync.Mutex
 	sent     int64 // highest seq delivered
@@ -142,7 +144,7 @@ func (s *Streams) ObserveEvents(evs []session.Event) {
 	frames := make([]*sse.Event, len(evs)) // encoded once, shared read-only by every stream
 	for i := range evs {
 		frames[i] = &sse.Event{
-			ID:    strconv.AppendInt(nil, evs[i].Seq, 10),
+			ID:    appendFrameID(nil, &evs[i]),
 			Event: []byte(evs[i].Type),
 			Data:  evs[i].AppendJSON(nil),
 		}
@@ -224,9 +226,9 @@ func (s *Streams) remove(st *stream) {
 
 // streamRequest is what one SSE response should carry.
 type streamRequest struct {
-	sessionID   string
-	after       int64 // deliver events with seq > after
-	untilRunEnd bool
+	sessionID string
+	after     int64  // deliver events with seq > after
+	runID     string // only this run's events; the stream ends after its end
 }
 
 // serve streams a session's events to w: the backlog after req.after from
@@ -237,7 +239,7 @@ func (s *Streams) serve(w http.ResponseWriter, r *http.Request, log eventReader,
 	defer cancel()
 	st := &stream{
 		key:       "c" + strconv.FormatUint(s.nextKey.Add(1), 10),
-		sessionID: req.sessionID, untilRunEnd: req.untilRunEnd, cancel: cancel,
+		sessionID: req.sessionID, runID: req.runID, cancel: cancel,
 		sent: req.after,
 	}
 	s.sse.CreateStream(st.key)

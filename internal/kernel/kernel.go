@@ -35,6 +35,7 @@ type Limits struct {
 	MaxMemoryEntries    int           // per session
 	MaxMemoryValueBytes int           // one value's JSON text
 	ToolConcurrency     int           // tool calls of one model turn run at once
+	MaxQueued           int           // inputs waiting for a session's active run
 	ToolTimeout         time.Duration // one tool call
 	IdempotencyWindow   time.Duration // how long an Idempotency-Key is remembered
 }
@@ -50,6 +51,7 @@ func DefaultLimits() Limits {
 		MaxMemoryEntries:    256,
 		MaxMemoryValueBytes: 64 << 10,
 		ToolConcurrency:     4,
+		MaxQueued:           8,
 		ToolTimeout:         2 * time.Minute,
 		IdempotencyWindow:   24 * time.Hour,
 	}
@@ -103,6 +105,26 @@ type activeRun struct {
 	// on a new run for the session waits for done instead of being refused,
 	// since a client may post the moment it sees RUN_FINISHED.
 	ending atomic.Bool
+
+	// Guarded by Kernel.mu:
+	events  *eventWriter    // nil until the run has logged RUN_STARTED
+	queue   []queuedRun     // runs waiting for this one to end, in order
+	steered []string        // inputs to add before the run's next model call
+	notices []session.Event // to log once the run has started
+	first   session.Run     // the queued run it was created for (resumeQueues)
+}
+
+// newActiveRun returns the active-run record of run runID, whose context
+// the kernel's Close cancels.
+func (k *Kernel) newActiveRun(runID string) *activeRun {
+	ctx, cancel := context.WithCancelCause(k.ctx)
+	return &activeRun{runID: runID, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+// finished releases ar's resources and wakes whoever waits for its end.
+func (ar *activeRun) finished() {
+	ar.cancel(nil)
+	close(ar.done)
 }
 
 // New returns a kernel. Call Close to stop it.
@@ -152,6 +174,7 @@ func withDefaults(l Limits) Limits {
 	fill(&l.MaxMemoryEntries, d.MaxMemoryEntries)
 	fill(&l.MaxMemoryValueBytes, d.MaxMemoryValueBytes)
 	fill(&l.ToolConcurrency, d.ToolConcurrency)
+	fill(&l.MaxQueued, d.MaxQueued)
 	if l.ToolTimeout <= 0 {
 		l.ToolTimeout = d.ToolTimeout
 	}
@@ -213,8 +236,12 @@ func (k *Kernel) Agents() []agents.Spec { return k.agents.List() }
 // Agent returns the named agent definition.
 func (k *Kernel) Agent(name string) (agents.Spec, error) { return k.agents.Get(name) }
 
-// Tool returns the named tool's definition.
-func (k *Kernel) Tool(name string) (tools.Definition, bool) {
+// ToolDefinition returns how the named tool of agent spec is described
+// to its model.
+func (k *Kernel) ToolDefinition(spec agents.Spec, name string) (tools.Definition, bool) {
+	if name == SpawnAgentTool {
+		return spawnDefinition(spec), true
+	}
 	t, ok := k.tools.Get(name)
 	if !ok {
 		return tools.Definition{}, false

@@ -98,7 +98,7 @@ func (k *Kernel) closeSession(ctx context.Context, id string) (session.Session, 
 	if err != nil {
 		return session.Session{}, err
 	}
-	if err := k.stopRun(ctx, id, errSessionClosed); err != nil {
+	if err := k.stopRuns(ctx, id, errSessionClosed); err != nil {
 		return session.Session{}, err
 	}
 	s, err := k.store.GetSession(ctx, id)
@@ -108,15 +108,36 @@ func (k *Kernel) closeSession(ctx context.Context, id string) (session.Session, 
 	return s, nil
 }
 
-// stopRun cancels the run executing in session id, if any, with cause, and
-// waits until it has been recorded or ctx ends.
-func (k *Kernel) stopRun(ctx context.Context, id string, cause error) error {
+// stopRuns stops every run of session id, the active one and those queued
+// behind it (a closed session starts none of them), and waits until each
+// has been recorded or ctx ends.
+func (k *Kernel) stopRuns(ctx context.Context, id string, cause error) error {
+	for {
+		k.mu.Lock()
+		ar := k.active[id]
+		k.mu.Unlock()
+		if ar == nil {
+			return nil
+		}
+		if err := k.stop(ctx, ar, cause); err != nil {
+			return err
+		}
+	}
+}
+
+// stopActive stops run runID if it is session id's active run, and waits.
+func (k *Kernel) stopActive(ctx context.Context, id, runID string, cause error) error {
 	k.mu.Lock()
 	ar := k.active[id]
 	k.mu.Unlock()
-	if ar == nil {
+	if ar == nil || ar.runID != runID {
 		return nil
 	}
+	return k.stop(ctx, ar, cause)
+}
+
+// stop cancels ar with cause and waits until its end is recorded.
+func (k *Kernel) stop(ctx context.Context, ar *activeRun, cause error) error {
 	ar.cancel(cause)
 	select {
 	case <-ar.done:

@@ -58,7 +58,7 @@ func (k *Kernel) execute(ar *activeRun, run session.Run, spec agents.Spec, start
 		k: k, ar: ar, run: &run, spec: spec,
 		log: k.log.With("session", run.SessionID, "run", run.ID, "agent", spec.Name),
 	}
-	r.events = newEventWriter(k, r.storeCtx(), run.SessionID, run.ID)
+	r.events = ar.events
 	ctx, cancel := context.WithTimeoutCause(ar.ctx, runTimeout(spec.Limits.RunTimeout), errRunTimeout)
 	defer cancel()
 	err := startErr
@@ -101,6 +101,9 @@ func (r *runner) loop(ctx context.Context) error {
 // modelTurn streams one model call, emitting its events, and records the
 // assistant message. It returns the tool calls the model made.
 func (r *runner) modelTurn(ctx context.Context, n int) ([]session.ToolCall, error) {
+	if err := r.foldSteers(); err != nil {
+		return nil, err
+	}
 	req, err := r.request(ctx, n)
 	if err != nil {
 		return nil, err
@@ -211,6 +214,8 @@ func (r *runner) endingFor(err error) ending {
 		return finished(session.OutcomeSuccess, "", session.RunSucceeded)
 	case errors.Is(err, errCancelled), errors.Is(err, errSessionClosed):
 		return finished(session.OutcomeCancelled, session.ReasonCancelled, session.RunCancelled)
+	case errors.Is(err, errInterrupted):
+		return finished(session.OutcomeCancelled, session.ReasonInterrupted, session.RunInterrupted)
 	case errors.Is(err, errShutdown):
 		return failed(session.ErrorCodeInterrupted, "the run was interrupted because kerneld shut down", session.RunInterrupted)
 	case errors.Is(err, errRunTimeout):
@@ -235,7 +240,7 @@ func (r *runner) finish(err error) {
 	evs, msgs := r.closeOpen()
 	evs = append(evs, end.event)
 	r.ar.ending.Store(true)
-	if err := r.emit(evs...); err != nil {
+	if err := r.events.writeLast(evs...); err != nil {
 		r.log.Error("record run end", "err", err)
 	}
 	endSeq, err := r.events.flush()
@@ -249,7 +254,6 @@ func (r *runner) finish(err error) {
 	}
 	_ = r.events.close() // flushed above; its error is logged there
 	r.recordEnd(end, endSeq)
-	r.k.retire(r.run.SessionID, r.ar)
 }
 
 // closeOpen returns the events and messages that close a run stopped
@@ -303,14 +307,37 @@ func (r *runner) recordEnd(end ending, endSeq int64) {
 	r.log.Info("run ended", "state", run.State, "duration", now.Sub(run.StartedAt).Round(time.Millisecond))
 }
 
-// retire removes a run from the active set and wakes its waiters. Run
-// calls it too, for a reservation whose run could not be started.
+// retire frees the session of a reservation whose run could not start.
 func (k *Kernel) retire(sessionID string, ar *activeRun) {
 	k.mu.Lock()
 	if k.active[sessionID] == ar {
 		delete(k.active, sessionID)
 	}
 	k.mu.Unlock()
-	ar.cancel(nil)
-	close(ar.done)
+	ar.finished()
+}
+
+// foldSteers adds the inputs that arrived to steer the run as user
+// messages, announced by kerneld.run.steered, before its next model call.
+func (r *runner) foldSteers() error {
+	r.k.mu.Lock()
+	inputs := r.ar.steered
+	r.ar.steered = nil
+	r.k.mu.Unlock()
+	for _, input := range inputs {
+		id := newID()
+		err := r.emit(
+			session.Custom("kerneld.run.steered", map[string]string{"runId": r.run.ID, "messageId": id}),
+			session.TextMessageStart(id, session.RoleUser),
+			session.TextMessageContent(id, input),
+			session.TextMessageEnd(id),
+		)
+		if err == nil {
+			err = r.record(session.Message{ID: id, Role: session.RoleUser, Content: input})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -16,8 +16,9 @@ const interruptedMessage = "the run was interrupted: kerneld stopped while it wa
 // from its own events: whatever it opened is closed, its dangling tool
 // calls get error results, messages the crash kept from the history are
 // recorded, and it ends with RUN_ERROR code interrupted; its session goes
-// to error and accepts new runs. Runs waiting for input keep waiting. Call
-// it once at startup, before serving. It returns how many runs it resolved.
+// to error and accepts new runs. Runs waiting for input keep waiting, and
+// queued runs start again in order. Call it once at startup, before
+// serving. It returns how many runs it resolved.
 func (k *Kernel) Recover(ctx context.Context) (int, error) {
 	runs, err := k.store.ListRunsByState(ctx, session.RunRunning)
 	if err != nil {
@@ -33,7 +34,10 @@ func (k *Kernel) Recover(ctx context.Context) (int, error) {
 		}
 		k.log.Info("run recovered", "session", r.SessionID, "run", r.ID)
 	}
-	return len(runs), k.freeSessions(ctx)
+	if err := k.freeSessions(ctx); err != nil {
+		return len(runs), err
+	}
+	return len(runs), k.resumeQueues(ctx)
 }
 
 // freeSessions frees sessions still marked running whose run has ended: a

@@ -21,7 +21,7 @@ func (r *runner) prepare(ctx context.Context) error {
 		r.history = append(r.history, toLLM(m))
 	}
 	for _, ref := range r.spec.Tools {
-		t, ok := r.k.tools.Get(ref.Name)
+		t, ok := r.k.tool(r, ref.Name)
 		if !ok {
 			continue // the registry validated the agent; a tool may vanish only on reload
 		}

@@ -35,7 +35,7 @@ func TestKernel_Run(t *testing.T) {
 	t.Run("tool timeout goes back to the model", testRunToolTimeout)
 	t.Run("busy session", testRunBusy)
 	t.Run("idempotency key", testRunIdempotency)
-	t.Run("unsupported or bad if_busy", testRunIfBusy)
+	t.Run("bad if_busy", testRunIfBusy)
 	t.Run("invalid request", testRunInvalid)
 	t.Run("unknown session", testRunUnknownSession)
 	t.Run("accepts input right after RUN_FINISHED", testRunRightAfterEnd)
@@ -477,9 +477,6 @@ func testRunIfBusy(t *testing.T) {
 		ifBusy   kernel.BusyPolicy
 		wantCode string
 	}{
-		{kernel.BusyQueue, "unsupported_if_busy"},
-		{kernel.BusyInterrupt, "unsupported_if_busy"},
-		{kernel.BusySteer, "unsupported_if_busy"},
 		{"wait", ""},
 		{"QUEUE", ""},
 	}

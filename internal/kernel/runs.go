@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
@@ -13,8 +14,7 @@ import (
 // BusyPolicy says what to do with input posted while a run is active.
 type BusyPolicy string
 
-// Busy policies. Only BusyReject is implemented so far; the others are
-// recognised and refused with code unsupported_if_busy.
+// Busy policies.
 const (
 	BusyReject    BusyPolicy = "reject"
 	BusyQueue     BusyPolicy = "queue"
@@ -56,10 +56,19 @@ func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (ses
 	if err != nil {
 		return session.Run{}, false, err
 	}
-	ar, run, err := k.reserve(s, req)
-	if err != nil {
+	ar, run, busy, err := k.reserve(s, req)
+	switch {
+	case err != nil:
 		return session.Run{}, false, err
+	case busy != nil:
+		run, err := k.whileBusy(ctx, s, busy, req)
+		return run, false, err
 	}
+	return k.launch(ctx, s, spec, ar, run)
+}
+
+// launch starts a reserved run and its session's run goroutine.
+func (k *Kernel) launch(ctx context.Context, s session.Session, spec agents.Spec, ar *activeRun, run session.Run) (session.Run, bool, error) {
 	logged, startErr := k.start(ctx, s, &run)
 	if !logged {
 		k.abandon(s, run)
@@ -67,12 +76,10 @@ func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (ses
 		k.wg.Done()
 		return session.Run{}, false, startErr
 	}
+	k.openWriter(ar, run)
 	// Once RUN_STARTED is in the log the run must end there too: a failure
 	// after that point is handed to the run, which ends as internal.
-	go func() {
-		defer k.wg.Done()
-		k.execute(ar, run, spec, startErr)
-	}()
+	go k.runSession(ar, run, spec, startErr, true)
 	return run, false, nil
 }
 
@@ -110,11 +117,8 @@ func (k *Kernel) validateRunRequest(req RunRequest) error {
 		return err
 	}
 	switch req.IfBusy {
-	case "", BusyReject:
+	case "", BusyReject, BusyQueue, BusyInterrupt, BusySteer:
 		return nil
-	case BusyQueue, BusyInterrupt, BusySteer:
-		return errdefs.New(errdefs.ErrInvalid, "unsupported_if_busy",
-			"if_busy %q is not supported yet; use \"reject\"", req.IfBusy)
 	}
 	return errdefs.Invalid("if_busy", `must be one of "reject", "queue", "interrupt", "steer"`)
 }
@@ -135,39 +139,37 @@ func (k *Kernel) findIdempotent(ctx context.Context, sessionID, key string) (ses
 	return r, true, nil
 }
 
-// reserve claims session s for a new run, applying the busy policy, and
-// returns the claim and the new run.
-func (k *Kernel) reserve(s session.Session, req RunRequest) (*activeRun, session.Run, error) {
+// reserve claims session s for a new run and returns the claim and the
+// run, or, when s has an active run, returns that run as busy.
+func (k *Kernel) reserve(s session.Session, req RunRequest) (ar *activeRun, run session.Run, busy *activeRun, err error) {
 	if !s.State.AcceptsRuns() {
-		return nil, session.Run{}, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", s.ID)
+		return nil, run, nil, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", s.ID)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err := k.checkOpenLocked(); err != nil {
-		return nil, session.Run{}, err
+		return nil, run, nil, err
 	}
 	if cur := k.active[s.ID]; cur != nil {
-		return nil, session.Run{}, errdefs.New(errdefs.ErrConflict, "session_busy",
-			"session %s is running %s", s.ID, cur.runID).With("active_run_id", cur.runID)
+		return nil, run, cur, nil
 	}
 	now := k.now().UTC()
-	run := session.Run{
+	run = session.Run{
 		ID: newID(), SessionID: s.ID, State: session.RunRunning, Input: req.Input,
 		IdempotencyKey: req.IdempotencyKey, CreatedAt: now, StartedAt: now,
 	}
-	ctx, cancel := context.WithCancelCause(k.ctx)
-	ar := &activeRun{runID: run.ID, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	ar = k.newActiveRun(run.ID)
 	k.active[s.ID] = ar
 	k.wg.Add(1) // under mu, after the closed check, so Close waits for this run
-	return ar, run, nil
+	return ar, run, nil, nil
 }
 
-// start records a reserved run as started: the run, the session's state,
-// RUN_STARTED with the echoed input, and the user message. logged reports
-// whether RUN_STARTED reached the log.
+// start records a reserved or queued run as started: the run, the
+// session's state, RUN_STARTED with the echoed input, and the user
+// message. logged reports whether RUN_STARTED reached the log.
 func (k *Kernel) start(ctx context.Context, s session.Session, r *session.Run) (logged bool, err error) {
-	if err := k.store.CreateRun(ctx, *r); err != nil {
-		return false, fmt.Errorf("create run: %w", err)
+	if err := k.recordStart(ctx, r); err != nil {
+		return false, err
 	}
 	if err := s.Transition(session.StateRunning, r.StartedAt); err != nil {
 		return false, err
@@ -196,6 +198,24 @@ func (k *Kernel) start(ctx context.Context, s session.Session, r *session.Run) (
 		return true, fmt.Errorf("append message: %w", err)
 	}
 	return true, nil
+}
+
+// recordStart stores a new run as running, or moves a queued one to
+// running.
+func (k *Kernel) recordStart(ctx context.Context, r *session.Run) error {
+	if r.State != session.RunQueued {
+		if err := k.store.CreateRun(ctx, *r); err != nil {
+			return fmt.Errorf("create run: %w", err)
+		}
+		return nil
+	}
+	if err := r.Transition(session.RunRunning, k.now()); err != nil {
+		return err
+	}
+	if err := k.store.UpdateRun(ctx, *r); err != nil {
+		return fmt.Errorf("update run: %w", err)
+	}
+	return nil
 }
 
 // abandon undoes what start recorded of a run that never reached the log:
@@ -252,18 +272,16 @@ func (k *Kernel) ListRuns(ctx context.Context, sessionID string, page PageReques
 }
 
 // CancelRun stops a run and waits until it has recorded its end; the run
-// ends cancelled with a valid history. Cancelling a run that has already
-// ended changes nothing and returns it as it is.
+// ends cancelled with a valid history. A queued run leaves its queue.
+// Cancelling a run that has already ended changes nothing and returns it
+// as it is.
 func (k *Kernel) CancelRun(ctx context.Context, sessionID, runID string) (session.Run, error) {
 	r, err := k.GetRun(ctx, sessionID, runID)
 	if err != nil || r.State.Terminal() {
 		return r, err
 	}
-	k.mu.Lock()
-	ar := k.active[sessionID]
-	k.mu.Unlock()
-	if ar != nil && ar.runID == runID {
-		if err := k.stopRun(ctx, sessionID, errCancelled); err != nil {
+	if r.State != session.RunQueued || !k.cancelQueued(sessionID, runID) {
+		if err := k.stopActive(ctx, sessionID, runID, errCancelled); err != nil {
 			return session.Run{}, err
 		}
 	}

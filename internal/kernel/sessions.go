@@ -21,6 +21,9 @@ type CreateSession struct {
 	ParentID string
 	Memory   map[string]json.RawMessage // initial memory entries
 	TTL      time.Duration              // idle time before retention closes it; 0: the default
+	// InheritMemory is InheritNone (the default) or InheritCopy: a child
+	// then starts with a copy of its parent's memory.
+	InheritMemory string
 }
 
 // SessionUpdate changes a session's name and metadata. Nil fields are left
@@ -54,16 +57,29 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	if err != nil {
 		return session.Session{}, err
 	}
+	if err := checkInherit(req); err != nil {
+		return session.Session{}, err
+	}
 	now := k.now().UTC()
 	s := session.Session{
 		ID: newID(), Tenant: TenantFrom(ctx), Agent: req.Agent, Name: req.Name,
 		Metadata: maps.Clone(req.Metadata), State: session.StateActive, CreatedAt: now, UpdatedAt: now,
-		TTL: cmp.Or(req.TTL, k.retention.TTL),
+		TTL: cmp.Or(req.TTL, k.retention.TTL), InheritMemory: req.InheritMemory,
+	}
+	if req.ParentID != "" && s.InheritMemory == "" {
+		s.InheritMemory = InheritNone
 	}
 	s.ExpiresAt = expiry(now, s.TTL)
 	s.RootID = s.ID
 	if err := k.insertSession(ctx, &s, req.ParentID); err != nil {
 		return session.Session{}, err
+	}
+	if s.InheritMemory == InheritCopy {
+		inherited, err := k.store.ListMemory(ctx, req.ParentID)
+		if err != nil {
+			return session.Session{}, fmt.Errorf("copy parent memory: %w", err)
+		}
+		entries = append(inherited, entries...) // the child's own entries win
 	}
 	for _, e := range entries {
 		e.SessionID, e.UpdatedAt = s.ID, now
@@ -72,6 +88,17 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		}
 	}
 	return s, nil
+}
+
+// checkInherit checks a request's memory inheritance.
+func checkInherit(req CreateSession) error {
+	switch {
+	case req.InheritMemory != "" && req.InheritMemory != InheritNone && req.InheritMemory != InheritCopy:
+		return errdefs.Invalid("inherit.memory", `must be "none" or "copy"`)
+	case req.InheritMemory != "" && req.ParentID == "":
+		return errdefs.Invalid("inherit.memory", "only a child session (with parent_id) inherits")
+	}
+	return nil
 }
 
 // runnableAgent returns the named agent if it can run now.

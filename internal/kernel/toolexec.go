@@ -92,7 +92,7 @@ func (r *runner) resolveTool(c session.ToolCall) (tools.Tool, error) {
 	if ref.RequireApproval {
 		return nil, fmt.Errorf("tool %q requires human approval, which this kerneld cannot ask for yet", c.Name)
 	}
-	t, ok := r.k.tools.Get(c.Name)
+	t, ok := r.k.tool(r, c.Name)
 	if !ok {
 		return nil, fmt.Errorf("tool %q is not installed", c.Name)
 	}
@@ -102,9 +102,14 @@ func (r *runner) resolveTool(c session.ToolCall) (tools.Tool, error) {
 	return t, nil
 }
 
-// invoke calls t with the per-call timeout.
+// invoke calls t with the per-call timeout. A spawned agent is bounded by
+// its own run timeout instead, and the parent's.
 func (r *runner) invoke(ctx context.Context, t tools.Tool, c session.ToolCall) (string, error) {
-	tctx, cancel := context.WithTimeout(ctx, r.k.limits.ToolTimeout)
+	timeout := r.k.limits.ToolTimeout
+	if c.Name == SpawnAgentTool {
+		timeout = runTimeout(r.spec.Limits.RunTimeout)
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out, err := t.Call(tctx, tools.Call{
 		SessionID: r.run.SessionID, RunID: r.run.ID, ToolCallID: c.ID,
@@ -119,4 +124,22 @@ func (r *runner) invoke(ctx context.Context, t tools.Tool, c session.ToolCall) (
 func isJSONObject(s string) bool {
 	s = strings.TrimSpace(s)
 	return strings.HasPrefix(s, "{") && json.Valid([]byte(s))
+}
+
+// tool returns the named tool as run r may call it: a registered tool, or
+// spawn_agent bound to r.
+func (k *Kernel) tool(r *runner, name string) (tools.Tool, bool) {
+	if name == SpawnAgentTool {
+		return spawnTool{r: r}, true
+	}
+	return k.tools.Get(name)
+}
+
+// spawnTool is spawn_agent as a tools.Tool bound to the calling run.
+type spawnTool struct{ r *runner }
+
+func (t spawnTool) Definition() tools.Definition { return spawnDefinition(t.r.spec) }
+
+func (t spawnTool) Call(ctx context.Context, c tools.Call) (string, error) {
+	return t.r.spawn(ctx, session.ToolCall{ID: c.ToolCallID, Name: SpawnAgentTool, Arguments: string(c.Arguments)})
 }

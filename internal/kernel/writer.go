@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/kerneld/kerneld/internal/session"
@@ -33,6 +34,7 @@ type eventWriter struct {
 	busy    bool  // a batch is being appended
 	last    int64 // seq of the last event appended
 	err     error // the first append failure; nothing is appended after it
+	sealed  bool  // the run's terminal event is queued: nothing may follow it
 	closed  bool
 	done    chan struct{} // closed when the goroutine exits
 }
@@ -44,21 +46,39 @@ func newEventWriter(k *Kernel, ctx context.Context, sessionID, runID string) *ev
 	return w
 }
 
-// write queues evs, stamped now, for appending. It waits only while too
-// many events are pending, and fails once an append has failed.
-func (w *eventWriter) write(evs ...session.Event) error {
+// errSealed refuses an event after the run's end: nothing is logged
+// between runs.
+var errSealed = errors.New("the run has ended")
+
+// write queues evs, stamped now, for appending; an event that names no
+// run is the writer's run's. It is safe for concurrent use. It waits only
+// while too many events are pending, and fails once an append has failed
+// or the run's end is queued.
+func (w *eventWriter) write(evs ...session.Event) error { return w.queue(false, evs) }
+
+// writeLast queues the run's final events; every later write fails.
+func (w *eventWriter) writeLast(evs ...session.Event) error { return w.queue(true, evs) }
+
+func (w *eventWriter) queue(last bool, evs []session.Event) error {
 	now := w.k.now()
 	for i := range evs {
-		evs[i].SessionID, evs[i].RunID, evs[i].Time = w.sessionID, w.runID, now
+		evs[i].SessionID, evs[i].Time = w.sessionID, now
+		if evs[i].RunID == "" {
+			evs[i].RunID = w.runID
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for len(w.pending) >= maxPending && w.err == nil {
 		w.cond.Wait()
 	}
-	if w.err != nil {
+	switch {
+	case w.err != nil:
 		return w.err
+	case w.sealed:
+		return errSealed
 	}
+	w.sealed = last
 	w.pending = append(w.pending, evs...)
 	w.cond.Broadcast()
 	return nil

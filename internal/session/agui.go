@@ -203,3 +203,27 @@ func (e *Event) Member(name string) string {
 	s, _ := e.Fields()[name].(string)
 	return s
 }
+
+// SubagentStarted opens a child run, in the parent run's stream:
+// subagentRunID is the child's run, name its agent, parentToolCallID the
+// tool call that spawned it; the child session rides in
+// metadata.kerneld.childSessionId.
+func SubagentStarted(subagentRunID, name, parentToolCallID, childSessionID string) Event {
+	ev := newObject(EventSubagentStarted).str("subagentRunId", subagentRunID).str("name", name).
+		optStr("parentToolCallId", parentToolCallID).event(EventSubagentStarted)
+	ev.Meta = metaString("childSessionId", childSessionID)
+	return ev
+}
+
+// SubagentFinished closes a child run that succeeded; result is its answer.
+func SubagentFinished(subagentRunID, result string) Event {
+	o := newObject(EventSubagentFinished).str("subagentRunId", subagentRunID).str("result", result)
+	o = append(o.key("outcome"), `{"type":"success"}`...)
+	return o.event(EventSubagentFinished)
+}
+
+// SubagentError closes a child run that failed or was cancelled.
+func SubagentError(subagentRunID, code, message string) Event {
+	return newObject(EventSubagentError).str("subagentRunId", subagentRunID).str("message", message).
+		optStr("code", code).event(EventSubagentError)
+}

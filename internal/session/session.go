@@ -78,6 +78,9 @@ type Session struct {
 	// to TTL after every run start, and retention closes it once passed.
 	TTL       time.Duration
 	ExpiresAt time.Time
+	// InheritMemory says how a child session got its memory: "none" or
+	// "copy" (of its parent's at creation); "" for a root session.
+	InheritMemory string
 }
 
 // Transition moves s to state to at time now, or reports why it cannot.

@@ -84,6 +84,19 @@ model:
     - {text: "Recovered."}
 tools: [fail, current_time]
 `
+	// Delegator asks the echo agent through spawn_agent, then answers.
+	Delegator = `
+name: delegator
+description: delegates to echo
+model:
+  provider: scripted
+  script:
+    - {text: "Asking echo.", tool_calls: [{name: spawn_agent, arguments: {agent: echo, input: "hello from the parent"}}]}
+    - {text: "Echo answered."}
+tools: [spawn_agent, current_time, memory_get, memory_set]
+child_agents: [echo, slow, tooluser, delegator]
+limits: {max_children: 2, max_depth: 2}
+`
 	// Parent may have children two levels deep, at most two at a time.
 	Parent = `
 name: parent
@@ -94,7 +107,7 @@ limits: {max_children: 2, max_depth: 2}
 )
 
 // DefaultAgents are the agents a test kernel has by default.
-var DefaultAgents = []string{Echo, ToolUser, Failing, Slow, Waiter, Looper, Clumsy, Parent}
+var DefaultAgents = []string{Echo, ToolUser, Failing, Slow, Waiter, Looper, Clumsy, Parent, Delegator}
 
 // Options configure New.
 type Options struct {
@@ -153,7 +166,7 @@ func mustAgents(tb testing.TB, defs []string, reg *tools.Registry) *agents.Regis
 	}
 	registry, err := agents.Load(dir, agents.Options{
 		Providers: map[string]llm.Factory{"scripted": scripted.New},
-		KnownTool: reg.Has,
+		KnownTool: func(name string) bool { return reg.Has(name) || name == kernel.SpawnAgentTool },
 	})
 	if err != nil {
 		tb.Fatalf("load agents: %v", err)

@@ -13,11 +13,11 @@ import (
 
 // sessionColumns is the column list scanSession reads, in its order.
 const sessionColumns = `id, tenant, agent, name, metadata, state, parent_id, root_id, depth,
-	created_at, updated_at, ttl, expires_at, last_seq, active_run_id`
+	created_at, updated_at, ttl, expires_at, last_seq, active_run_id, inherit_memory`
 
 // createSessionSQL inserts a session unless its id is taken.
 const createSessionSQL = `INSERT INTO sessions (` + sessionColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT (id) DO NOTHING`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT (id) DO NOTHING`
 
 // CreateSession stores a new session; an existing id is ErrConflict. The
 // new session's LastSeq is 0 whatever sess says: only AppendEvents moves
@@ -29,7 +29,7 @@ func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
 	}
 	res, err := s.createSession.ExecContext(ctx, sess.ID, sess.Tenant, sess.Agent, sess.Name, meta,
 		string(sess.State), sess.ParentID, sess.RootID, sess.Depth, micros(sess.CreatedAt),
-		micros(sess.UpdatedAt), int64(sess.TTL), nullMicros(sess.ExpiresAt), sess.ActiveRunID)
+		micros(sess.UpdatedAt), int64(sess.TTL), nullMicros(sess.ExpiresAt), sess.ActiveRunID, sess.InheritMemory)
 	if err != nil {
 		return fmt.Errorf("create session %s: %w", sess.ID, err)
 	}
@@ -60,10 +60,10 @@ func (s *Store) UpdateSession(ctx context.Context, sess session.Session) error {
 	}
 	res, err := s.wdb.ExecContext(ctx, `UPDATE sessions SET tenant = ?, agent = ?, name = ?,
 		metadata = ?, state = ?, parent_id = ?, root_id = ?, depth = ?, created_at = ?,
-		updated_at = ?, ttl = ?, expires_at = ?, active_run_id = ? WHERE id = ?`,
+		updated_at = ?, ttl = ?, expires_at = ?, active_run_id = ?, inherit_memory = ? WHERE id = ?`,
 		sess.Tenant, sess.Agent, sess.Name, meta, string(sess.State), sess.ParentID, sess.RootID,
 		sess.Depth, micros(sess.CreatedAt), micros(sess.UpdatedAt), int64(sess.TTL),
-		nullMicros(sess.ExpiresAt), sess.ActiveRunID, sess.ID)
+		nullMicros(sess.ExpiresAt), sess.ActiveRunID, sess.InheritMemory, sess.ID)
 	if err != nil {
 		return fmt.Errorf("update session %s: %w", sess.ID, err)
 	}
@@ -167,7 +167,7 @@ func scanSession(row scanner) (session.Session, error) {
 	var expires sql.NullInt64
 	err := row.Scan(&sess.ID, &sess.Tenant, &sess.Agent, &sess.Name, &meta, (*string)(&sess.State),
 		&sess.ParentID, &sess.RootID, &sess.Depth, &created, &updated, (*int64)(&sess.TTL), &expires,
-		&sess.LastSeq, &sess.ActiveRunID)
+		&sess.LastSeq, &sess.ActiveRunID, &sess.InheritMemory)
 	if err != nil {
 		return session.Session{}, err
 	}

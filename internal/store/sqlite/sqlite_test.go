@@ -354,3 +354,31 @@ func TestStore_DeleteWhileAppending(t *testing.T) {
 	require.NoError(t, st.AppendEvents(ctx, more))
 	assert.EqualValues(t, len(evs)+1, more[0].Seq)
 }
+
+// TestOpen_Upgrades opens a database written at schema version 1 (before
+// sessions recorded memory inheritance): the migration runs at open and
+// every row survives.
+func TestOpen_Upgrades(t *testing.T) {
+	path := tempPath(t)
+	st, err := sqlite.Open(t.Context(), sqlite.Options{Path: path})
+	require.NoError(t, err)
+	s := session.Session{ID: uuid.Must(uuid.NewV7()).String(), Tenant: "t", Agent: "a", State: session.StateActive,
+		CreatedAt: time.Now().UTC().Truncate(time.Microsecond), UpdatedAt: time.Now().UTC().Truncate(time.Microsecond)}
+	s.RootID = s.ID
+	require.NoError(t, st.CreateSession(t.Context(), s))
+	require.NoError(t, st.Close())
+
+	db, err := sql.Open("sqlite", path) // back to version 1, as an older kerneld left it
+	require.NoError(t, err)
+	_, err = db.ExecContext(t.Context(), `ALTER TABLE sessions DROP COLUMN inherit_memory; PRAGMA user_version = 1`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	st = mustOpen(t, sqlite.Options{Path: path})
+	got, err := st.GetSession(t.Context(), s.ID)
+	require.NoError(t, err)
+	assert.Equal(t, s.ID, got.ID)
+	assert.Empty(t, got.InheritMemory)
+	got.InheritMemory = "copy"
+	require.NoError(t, st.UpdateSession(t.Context(), got))
+}

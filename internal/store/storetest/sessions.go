@@ -79,6 +79,7 @@ func testSessionRoundTrip(t *testing.T, st kernel.Store) {
 		s.Name, s.State, s.ActiveRunID = "child", session.StateRunning, newID()
 		s.Metadata = map[string]string{"a": "1", "b": "two words"}
 		s.CreatedAt, s.UpdatedAt, s.TTL, s.ExpiresAt = at(1), at(2), 90*time.Minute, at(3600)
+		s.InheritMemory = "copy"
 	})
 	got := mustGetSession(t, st, want.ID)
 	assert.Equal(t, normSession(want), normSession(got))
@@ -105,7 +106,7 @@ func testSessionUpdate(t *testing.T, st kernel.Store) {
 	s := mustCreateSession(t, st)
 	s.Name, s.State, s.ActiveRunID = "renamed", session.StateRunning, newID()
 	s.Metadata = map[string]string{"other": "x"}
-	s.UpdatedAt, s.TTL, s.ExpiresAt = at(5), time.Hour, at(100)
+	s.UpdatedAt, s.TTL, s.ExpiresAt, s.InheritMemory = at(5), time.Hour, at(100), "none"
 	require.NoError(t, st.UpdateSession(t.Context(), s))
 	assert.Equal(t, normSession(s), normSession(mustGetSession(t, st, s.ID)))
 

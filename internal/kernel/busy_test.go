@@ -1,0 +1,264 @@
+package kernel_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
+	"github.com/kerneld/kerneld/internal/session"
+	"github.com/kerneld/kerneld/internal/session/aguitest"
+	"github.com/kerneld/kerneld/internal/store/sqlite"
+)
+
+func post(tb testing.TB, k *kernel.Kernel, sessionID, input string, policy kernel.BusyPolicy) session.Run {
+	tb.Helper()
+	run, _, err := k.Run(tb.Context(), sessionID, kernel.RunRequest{Input: input, IfBusy: policy})
+	require.NoError(tb, err)
+	return run
+}
+
+// startedOrder returns the ids of the runs whose RUN_STARTED is in evs, in
+// log order, and fails if two runs ever overlap.
+func startedOrder(tb testing.TB, evs []session.Event) []string {
+	tb.Helper()
+	var order []string
+	open := ""
+	for _, ev := range evs {
+		switch ev.Type {
+		case session.EventRunStarted:
+			require.Empty(tb, open, "run %s started while %s was running", ev.RunID, open)
+			open = ev.RunID
+			order = append(order, ev.RunID)
+		case session.EventRunFinished, session.EventRunError:
+			open = ""
+		}
+	}
+	return order
+}
+
+func TestKernel_Queue(t *testing.T) {
+	t.Run("queued runs start in order after the active one", func(t *testing.T) {
+		k, rec := newKernel(t, kerneltest.Options{})
+		s := mustSession(t, k.Kernel, "slow")
+		first := post(t, k.Kernel, s.ID, "first", kernel.BusyReject)
+		second := post(t, k.Kernel, s.ID, "second", kernel.BusyQueue)
+		third := post(t, k.Kernel, s.ID, "third", kernel.BusyQueue)
+		assert.Equal(t, session.RunQueued, second.State)
+		assert.Zero(t, second.StartSeq)
+
+		for _, r := range []session.Run{first, second, third} {
+			assert.Equal(t, session.RunSucceeded, waitRun(t, k.Kernel, rec, s.ID, r.ID).State)
+		}
+		evs := logOf(t, k.Kernel, s.ID)
+		assert.Equal(t, []string{first.ID, second.ID, third.ID}, startedOrder(t, evs))
+		assert.Equal(t, []any{float64(1), float64(2)}, queuedPositions(evs), "each queued run was announced with its place")
+		checkLog(t, s.ID, evs)
+		aguitest.Verify(t, evs)
+		assert.Equal(t, []session.Role{"user", "assistant", "user", "assistant", "user", "assistant"}, roles(historyOf(t, k.Kernel, s.ID)))
+	})
+
+	t.Run("many concurrent posts: none lost, FIFO, one run at a time", func(t *testing.T) {
+		k, rec := newKernel(t, kerneltest.Options{Limits: kernel.Limits{MaxQueued: 64}})
+		s := mustSession(t, k.Kernel, "echo")
+		var mu sync.Mutex
+		var runs []session.Run
+		var wg sync.WaitGroup
+		for range 24 {
+			wg.Go(func() {
+				r := post(t, k.Kernel, s.ID, "input", kernel.BusyQueue)
+				mu.Lock()
+				runs = append(runs, r)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		ids := make([]string, len(runs))
+		for i, r := range runs {
+			ids[i] = r.ID
+			assert.Equal(t, session.RunSucceeded, waitRun(t, k.Kernel, rec, s.ID, r.ID).State)
+		}
+		slices.Sort(ids) // ids are time-ordered: the order in which the kernel accepted them
+		evs := logOf(t, k.Kernel, s.ID)
+		assert.Equal(t, ids, startedOrder(t, evs), "started in the order accepted")
+		checkLog(t, s.ID, evs)
+	})
+
+	t.Run("the queue is bounded", func(t *testing.T) {
+		k, _ := newKernel(t, kerneltest.Options{Limits: kernel.Limits{MaxQueued: 2}})
+		s := mustSession(t, k.Kernel, "waiter")
+		post(t, k.Kernel, s.ID, "first", kernel.BusyReject)
+		post(t, k.Kernel, s.ID, "second", kernel.BusyQueue)
+		post(t, k.Kernel, s.ID, "third", kernel.BusySteer)
+		_, _, err := k.Run(t.Context(), s.ID, kernel.RunRequest{Input: "fourth", IfBusy: kernel.BusyQueue})
+		requireCode(t, err, errdefs.ErrExhausted, "queue_full")
+		k.Wait.Release()
+	})
+
+	t.Run("a cancelled queued run never starts", func(t *testing.T) {
+		k, rec := newKernel(t, kerneltest.Options{})
+		s := mustSession(t, k.Kernel, "slow")
+		first := post(t, k.Kernel, s.ID, "first", kernel.BusyReject)
+		queued := post(t, k.Kernel, s.ID, "second", kernel.BusyQueue)
+		last := post(t, k.Kernel, s.ID, "third", kernel.BusyQueue)
+		cancelled, err := k.CancelRun(t.Context(), s.ID, queued.ID)
+		require.NoError(t, err)
+		assert.Equal(t, session.RunCancelled, cancelled.State)
+		again, err := k.CancelRun(t.Context(), s.ID, queued.ID)
+		require.NoError(t, err)
+		assert.Equal(t, cancelled, again, "idempotent")
+		waitRun(t, k.Kernel, rec, s.ID, last.ID)
+		assert.Equal(t, []string{first.ID, last.ID}, startedOrder(t, logOf(t, k.Kernel, s.ID)))
+	})
+
+	t.Run("deleting the session cancels its queue", func(t *testing.T) {
+		k, _ := newKernel(t, kerneltest.Options{})
+		s := mustSession(t, k.Kernel, "slow")
+		post(t, k.Kernel, s.ID, "first", kernel.BusyReject)
+		queued := post(t, k.Kernel, s.ID, "second", kernel.BusyQueue)
+		require.NoError(t, k.DeleteSession(t.Context(), s.ID, false))
+		_, err := k.Store.GetRun(t.Context(), s.ID, queued.ID)
+		require.ErrorIs(t, err, errdefs.ErrNotFound)
+	})
+}
+
+// queuedPositions returns the positions announced by kerneld.run.queued.
+func queuedPositions(evs []session.Event) []any {
+	var out []any
+	for _, ev := range evs {
+		if ev.Type == session.EventCustom && ev.Member("name") == "kerneld.run.queued" {
+			out = append(out, ev.Fields()["value"].(map[string]any)["position"])
+		}
+	}
+	return out
+}
+
+func TestKernel_Interrupt(t *testing.T) {
+	for _, tt := range []struct {
+		name, agent string
+		ready       func(t *testing.T, k *kerneltest.Kernel, rec *recorder, s session.Session, run session.Run)
+	}{
+		{"mid-token", "slow", func(t *testing.T, _ *kerneltest.Kernel, rec *recorder, s session.Session, run session.Run) {
+			rec.WaitEvents(t, s.ID, run.ID, session.EventTextMessageContent, 4)
+		}},
+		{"mid-tool", "waiter", func(t *testing.T, k *kerneltest.Kernel, _ *recorder, _ session.Session, _ session.Run) {
+			<-k.Wait.Started()
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			k, rec := newKernel(t, kerneltest.Options{})
+			s := mustSession(t, k.Kernel, tt.agent)
+			first := post(t, k.Kernel, s.ID, "first", kernel.BusyReject)
+			tt.ready(t, k, rec, s, first)
+			second := post(t, k.Kernel, s.ID, "stop, do this instead", kernel.BusyInterrupt)
+			end := rec.WaitRunEnd(t, s.ID, first.ID)
+			assert.Equal(t, "cancelled", outcomeOf(end))
+			assert.Equal(t, session.ReasonInterrupted, kerneldMeta(t, end)["reason"])
+			assert.Equal(t, session.RunInterrupted, waitRun(t, k.Kernel, rec, s.ID, first.ID).State)
+
+			k.Wait.Release()
+			waitRun(t, k.Kernel, rec, s.ID, second.ID)
+			evs := logOf(t, k.Kernel, s.ID)
+			assert.Equal(t, []string{first.ID, second.ID}, startedOrder(t, evs))
+			checkLog(t, s.ID, evs)
+			aguitest.Verify(t, evs)
+			checkHistory(t, historyOf(t, k.Kernel, s.ID))
+		})
+	}
+}
+
+func TestKernel_Steer(t *testing.T) {
+	t.Run("joins the run before its next model call", func(t *testing.T) {
+		k, rec := newKernel(t, kerneltest.Options{})
+		s := mustSession(t, k.Kernel, "waiter")
+		run := post(t, k.Kernel, s.ID, "first", kernel.BusyReject)
+		<-k.Wait.Started()
+		steered := post(t, k.Kernel, s.ID, "also check the weather", kernel.BusySteer)
+		assert.Equal(t, run.ID, steered.ID, "the answer is the run the input joined")
+		k.Wait.Release()
+		assert.Equal(t, session.RunSucceeded, waitRun(t, k.Kernel, rec, s.ID, run.ID).State)
+
+		history := historyOf(t, k.Kernel, s.ID)
+		assert.Equal(t, []session.Role{"user", "assistant", "tool", "tool", "user", "assistant"}, roles(history))
+		assert.Equal(t, "also check the weather", history[4].Content)
+		evs := logOf(t, k.Kernel, s.ID)
+		assert.Equal(t, []string{run.ID}, startedOrder(t, evs), "no second run")
+		i := indexOf(evs, 0, func(ev session.Event) bool { return ev.Member("name") == "kerneld.run.steered" })
+		require.GreaterOrEqual(t, i, 0)
+		assert.Equal(t, session.EventTextMessageStart, evs[i+1].Type)
+		aguitest.Verify(t, evs)
+	})
+
+	t.Run("becomes a queued run when no model call is left", func(t *testing.T) {
+		k, rec := newKernel(t, kerneltest.Options{})
+		s := mustSession(t, k.Kernel, "slow") // one model call, streaming slowly
+		run := post(t, k.Kernel, s.ID, "first", kernel.BusyReject)
+		rec.WaitEvents(t, s.ID, run.ID, session.EventTextMessageContent, 2)
+		post(t, k.Kernel, s.ID, "and then this", kernel.BusySteer)
+		waitRun(t, k.Kernel, rec, s.ID, run.ID)
+		runs := waitRuns(t, k.Kernel, s.ID, 2)
+		assert.Equal(t, "and then this", runs[0].Input, "newest first")
+		assert.Equal(t, session.RunSucceeded, runs[0].State)
+		aguitest.Verify(t, logOf(t, k.Kernel, s.ID))
+	})
+}
+
+// waitRuns waits until the session has n runs, all ended, newest first.
+// It polls: a run's record is updated after its last event.
+func waitRuns(t *testing.T, k *kernel.Kernel, sessionID string, n int) []session.Run {
+	t.Helper()
+	var runs []session.Run
+	require.Eventually(t, func() bool {
+		p, err := k.ListRuns(t.Context(), sessionID, kernel.PageRequest{})
+		runs = p.Items
+		return err == nil && len(runs) == n && runs[0].State.Terminal() && runs[n-1].State.Terminal()
+	}, waitTimeout, time.Millisecond)
+	return runs
+}
+
+// TestKernel_QueueSurvivesRestart: runs queued when kerneld stops start,
+// in order, when it starts again.
+func TestKernel_QueueSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kerneld.db")
+	db, err := sqlite.Open(t.Context(), sqlite.Options{Path: path})
+	require.NoError(t, err)
+	k1, _ := newKernel(t, kerneltest.Options{Store: db})
+	s := mustSession(t, k1.Kernel, "waiter")
+	first := post(t, k1.Kernel, s.ID, "first", kernel.BusyReject)
+	<-k1.Wait.Started()
+	second := post(t, k1.Kernel, s.ID, "second", kernel.BusyQueue)
+	third := post(t, k1.Kernel, s.ID, "third", kernel.BusyQueue)
+	require.NoError(t, k1.Close(context.Background()))
+	require.NoError(t, db.Close())
+
+	db, err = sqlite.Open(t.Context(), sqlite.Options{Path: path})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	k2, rec := newKernel(t, kerneltest.Options{Store: db})
+	r, err := k2.GetRun(t.Context(), s.ID, second.ID)
+	require.NoError(t, err)
+	assert.Equal(t, session.RunQueued, r.State, "a stop leaves queued runs queued")
+	_, err = k2.Recover(t.Context())
+	require.NoError(t, err)
+	k2.Wait.Release()
+	waitRun(t, k2.Kernel, rec, s.ID, third.ID)
+	assert.Equal(t, session.RunInterrupted, mustGetRun(t, k2.Kernel, s.ID, first.ID).State)
+	assert.Equal(t, session.RunSucceeded, mustGetRun(t, k2.Kernel, s.ID, second.ID).State)
+	assert.Equal(t, []string{first.ID, second.ID, third.ID}, startedOrder(t, logOf(t, k2.Kernel, s.ID)))
+	aguitest.Verify(t, logOf(t, k2.Kernel, s.ID))
+}
+
+func mustGetRun(tb testing.TB, k *kernel.Kernel, sessionID, runID string) session.Run {
+	tb.Helper()
+	r, err := k.GetRun(tb.Context(), sessionID, runID)
+	require.NoError(tb, err)
+	return r
+}

@@ -422,3 +422,22 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// TestEventStream_ChildResumable: a spawned child's own stream is a
+// session stream like any other, resumable from any seq.
+func TestEventStream_ChildResumable(t *testing.T) {
+	ts := newServer(t, serverOptions{})
+	id := ts.createSession(t, "delegator")
+	ts.waitRun(t, id, ts.startRun(t, id, "go"))
+	children := ts.must(t, http.StatusOK, "GET", "/sessions/"+id+"/children", "")["data"].([]any)
+	if len(children) != 1 {
+		t.Fatalf("children = %v", children)
+	}
+	child := children[0].(map[string]any)["id"].(string)
+	all := ts.openStream(t, "GET", "/sessions/"+child+"/events", "").events(t, nil) // closed: the stream ends
+	aguitest.VerifyJSON(t, dataObjects(all))
+	for after := range len(all) {
+		tail := ts.openStream(t, "GET", "/sessions/"+child+"/events", "", "Last-Event-ID", strconv.Itoa(after)).events(t, nil)
+		assertSameFrames(t, all[after:], tail)
+	}
+}

@@ -262,3 +262,55 @@ func mustGetRun(tb testing.TB, k *kernel.Kernel, sessionID, runID string) sessio
 	require.NoError(tb, err)
 	return r
 }
+
+// TestKernel_BusyUnderLoad posts many inputs at once to one session with
+// every policy mixed: no input is lost or doubled (each reaches the
+// history exactly once, as a run's input or a steer), two runs never
+// overlap, and queued runs keep their order.
+func TestKernel_BusyUnderLoad(t *testing.T) {
+	k, _ := newKernel(t, kerneltest.Options{Limits: kernel.Limits{MaxQueued: 128}})
+	s := mustSession(t, k.Kernel, "echo")
+	policies := []kernel.BusyPolicy{kernel.BusyQueue, kernel.BusySteer, kernel.BusyInterrupt, kernel.BusyQueue}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var queued []string
+	for i := range 40 {
+		wg.Go(func() {
+			input := "input " + itoa(i)
+			policy := policies[i%len(policies)]
+			run := post(t, k.Kernel, s.ID, input, policy)
+			if policy == kernel.BusyQueue && run.State == session.RunQueued {
+				mu.Lock()
+				queued = append(queued, run.ID)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool {
+		sess := mustGet(t, k.Kernel, s.ID)
+		return sess.ActiveRunID == "" && sess.State != session.StateRunning
+	}, waitTimeout, time.Millisecond)
+
+	seen := map[string]int{}
+	for _, m := range historyOf(t, k.Kernel, s.ID) {
+		if m.Role == session.RoleUser {
+			seen[m.Content]++
+		}
+	}
+	for i := range 40 {
+		assert.Equal(t, 1, seen["input "+itoa(i)], "input %d reached the history once", i)
+	}
+	evs := logOf(t, k.Kernel, s.ID)
+	order := startedOrder(t, evs) // fails if two runs overlap
+	slices.Sort(queued)
+	var queuedStarts []string
+	for _, id := range order {
+		if slices.Contains(queued, id) {
+			queuedStarts = append(queuedStarts, id)
+		}
+	}
+	assert.True(t, slices.IsSorted(queuedStarts), "queued runs started in the order they were accepted")
+	checkLog(t, s.ID, evs)
+	aguitest.Verify(t, evs)
+}

@@ -40,6 +40,8 @@ func (s *Server) routes() chi.Router {
 			r.Get("/sessions/{id}/runs", s.handle(s.handleRunList))
 			r.Get("/sessions/{id}/runs/{run_id}", s.handle(s.handleRunGet))
 			r.Post("/sessions/{id}/runs/{run_id}/cancel", s.handle(s.handleRunCancel))
+			r.Get("/sessions/{id}/runs/{run_id}/approvals", s.handle(s.handleApprovalList))
+			r.Post("/sessions/{id}/runs/{run_id}/approvals/{tool_call_id}", s.handle(s.handleApprovalDecide))
 			r.Get("/sessions/{id}/messages", s.handle(s.handleMessageList))
 			r.Get("/sessions/{id}/memory", s.handle(s.handleMemoryList))
 			r.Get("/sessions/{id}/memory/*", s.handle(s.handleMemoryGet))

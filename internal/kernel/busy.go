@@ -250,8 +250,9 @@ func (k *Kernel) runSession(ar *activeRun, run session.Run, spec agents.Spec, st
 		if !started {
 			spec, startErr, started = k.startQueued(ar, &run)
 		}
-		if started {
-			k.execute(ar, run, spec, startErr)
+		if started && k.execute(ar, run, spec, startErr) {
+			k.retire(run.SessionID, ar) // suspended: its queue waits in the store for the next start
+			return
 		}
 		ar, run = k.handoff(run.SessionID, ar)
 		started = false
@@ -271,6 +272,10 @@ func (k *Kernel) resumeQueues(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, run := range queued {
+		if waiting := k.active[run.SessionID]; waiting != nil { // a resumed run goes first
+			waiting.queue = append(waiting.queue, queuedRun{run: run})
+			continue
+		}
 		ar := bySession[run.SessionID]
 		if ar == nil {
 			ar = k.newActiveRun(run.ID)

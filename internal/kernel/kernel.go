@@ -112,6 +112,11 @@ type activeRun struct {
 	steered []string        // inputs to add before the run's next model call
 	notices []session.Event // to log once the run has started
 	first   session.Run     // the queued run it was created for (resumeQueues)
+
+	awaiting  map[string]bool // tool calls waiting for a person's decision
+	decisions chan decision   // Decide → the run goroutine; buffered for every awaited call
+
+	resuming bool // a run waiting for approvals, resumed after a restart
 }
 
 // newActiveRun returns the active-run record of run runID, whose context

@@ -48,12 +48,16 @@ type runner struct {
 	turn    *turn              // the model response streaming now, if any
 	pending []session.ToolCall // tool calls recorded but not yet answered
 	events  *eventWriter       // appends the run's events in the background
+	// undecided are calls whose approval was still awaited when the run
+	// stopped; their requests are resolved as cancelled.
+	undecided []string
 }
 
-// execute runs the agent loop for ar and records how it ended. It is the
-// body of every run goroutine. A startErr (the run is logged but could not
-// be fully recorded) ends it at once as internal.
-func (k *Kernel) execute(ar *activeRun, run session.Run, spec agents.Spec, startErr error) {
+// execute runs the agent loop for ar and records how it ended. A startErr
+// (the run is logged but could not be fully recorded) ends it at once as
+// internal. It reports whether the run was suspended instead of ended: a
+// run awaiting approvals when kerneld shuts down is resumed at next start.
+func (k *Kernel) execute(ar *activeRun, run session.Run, spec agents.Spec, startErr error) (suspended bool) {
 	r := &runner{
 		k: k, ar: ar, run: &run, spec: spec,
 		log: k.log.With("session", run.SessionID, "run", run.ID, "agent", spec.Name),
@@ -65,7 +69,15 @@ func (k *Kernel) execute(ar *activeRun, run session.Run, spec agents.Spec, start
 	if err == nil {
 		err = r.safeLoop(ctx)
 	}
+	if errors.Is(err, errSuspended) {
+		if err := r.events.close(); err != nil {
+			r.log.Error("suspend run", "err", err)
+		}
+		r.log.Info("run suspended while waiting for approval")
+		return true
+	}
 	r.finish(err)
+	return false
 }
 
 // safeLoop runs the loop, turning a panic into an internal failure so one
@@ -83,7 +95,15 @@ func (r *runner) loop(ctx context.Context) error {
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
-	for n := 0; n < r.spec.MaxTurns; n++ {
+	first := 0
+	if r.ar.resuming {
+		n, err := r.resume(ctx)
+		if err != nil {
+			return err
+		}
+		first = n
+	}
+	for n := first; n < r.spec.MaxTurns; n++ {
 		calls, err := r.modelTurn(ctx, n)
 		if err != nil {
 			return err
@@ -271,6 +291,10 @@ func (r *runner) closeOpen() ([]session.Event, []session.Message) {
 		}
 		r.turn = nil
 	}
+	for _, id := range r.undecided {
+		evs = append(evs, resolvedEvent(id, "cancel", "the run ended before a decision"))
+	}
+	r.undecided = nil
 	for _, c := range r.pending {
 		id := newID()
 		const content = "error: the run ended before this tool call returned"

@@ -16,8 +16,8 @@ const interruptedMessage = "the run was interrupted: kerneld stopped while it wa
 // from its own events: whatever it opened is closed, its dangling tool
 // calls get error results, messages the crash kept from the history are
 // recorded, and it ends with RUN_ERROR code interrupted; its session goes
-// to error and accepts new runs. Runs waiting for input keep waiting, and
-// queued runs start again in order. Call it once at startup, before
+// to error and accepts new runs. Runs waiting for approvals wait again,
+// and queued runs start again in order. Call it once at startup, before
 // serving. It returns how many runs it resolved.
 func (k *Kernel) Recover(ctx context.Context) (int, error) {
 	runs, err := k.store.ListRunsByState(ctx, session.RunRunning)
@@ -35,6 +35,9 @@ func (k *Kernel) Recover(ctx context.Context) (int, error) {
 		k.log.Info("run recovered", "session", r.SessionID, "run", r.ID)
 	}
 	if err := k.freeSessions(ctx); err != nil {
+		return len(runs), err
+	}
+	if err := k.resumeWaiting(ctx); err != nil {
 		return len(runs), err
 	}
 	return len(runs), k.resumeQueues(ctx)

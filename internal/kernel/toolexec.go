@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/tools"
@@ -17,40 +16,6 @@ type toolResult struct {
 	call    session.ToolCall
 	content string
 	isError bool
-}
-
-// callTools runs a turn's tool calls in parallel (bounded) and records each
-// result as it arrives. When the run is cancelled meanwhile, calls that
-// had not answered are left pending for finish to close.
-func (r *runner) callTools(ctx context.Context, calls []session.ToolCall) error {
-	results := make(chan toolResult, len(calls))
-	sem := make(chan struct{}, r.k.limits.ToolConcurrency)
-	var wg sync.WaitGroup
-	for _, c := range calls {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			results <- r.callTool(ctx, c)
-		})
-	}
-	var err error
-	for range calls {
-		res := <-results
-		if ctx.Err() != nil && res.isError {
-			continue // cancelled under it: finish gives it a synthetic result
-		}
-		if err == nil {
-			err = r.recordResult(res)
-		}
-	}
-	wg.Wait()
-	if err != nil {
-		return err
-	}
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	return nil
 }
 
 // recordResult emits a tool's result and adds it to the history.
@@ -85,12 +50,8 @@ func (r *runner) callTool(ctx context.Context, c session.ToolCall) (res toolResu
 
 // resolveTool finds the tool a call names, if this agent may call it.
 func (r *runner) resolveTool(c session.ToolCall) (tools.Tool, error) {
-	ref, ok := r.spec.Tool(c.Name)
-	if !ok {
+	if _, ok := r.spec.Tool(c.Name); !ok {
 		return nil, fmt.Errorf("tool %q is not available to this agent", c.Name)
-	}
-	if ref.RequireApproval {
-		return nil, fmt.Errorf("tool %q requires human approval, which this kerneld cannot ask for yet", c.Name)
 	}
 	t, ok := r.k.tool(r, c.Name)
 	if !ok {

@@ -97,6 +97,19 @@ tools: [spawn_agent, current_time, memory_get, memory_set]
 child_agents: [echo, slow, tooluser, delegator]
 limits: {max_children: 2, max_depth: 2}
 `
+	// Gated makes two calls that need approval and one that does not,
+	// then answers.
+	Gated = `
+name: gated
+description: saves to memory with permission
+model:
+  provider: scripted
+  script:
+    - {text: "Saving.", tool_calls: [{name: memory_set, arguments: {key: a, value: 1}}, {name: memory_set, arguments: {key: b, value: 2}}, {name: current_time}]}
+    - {text: "Done."}
+tools: [{name: memory_set, require_approval: true}, current_time]
+approval_timeout: 1h
+`
 	// Parent may have children two levels deep, at most two at a time.
 	Parent = `
 name: parent
@@ -107,7 +120,7 @@ limits: {max_children: 2, max_depth: 2}
 )
 
 // DefaultAgents are the agents a test kernel has by default.
-var DefaultAgents = []string{Echo, ToolUser, Failing, Slow, Waiter, Looper, Clumsy, Parent, Delegator}
+var DefaultAgents = []string{Echo, ToolUser, Failing, Slow, Waiter, Looper, Clumsy, Parent, Delegator, Gated}
 
 // Options configure New.
 type Options struct {

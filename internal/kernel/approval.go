@@ -1,0 +1,219 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// Approval decisions and states.
+const (
+	DecisionApprove = "approve"
+	DecisionDeny    = "deny"
+
+	ApprovalPending   = "pending"
+	ApprovalApproved  = "approved"
+	ApprovalDenied    = "denied"
+	ApprovalCancelled = "cancelled" // the run ended before a decision
+)
+
+// Approval is a tool call that needed a person's decision, and that
+// decision. It is read from the run's events: the log is its only store,
+// which is how a pending approval outlives a restart.
+type Approval struct {
+	ToolCallID  string
+	ToolName    string
+	Arguments   json.RawMessage
+	State       string
+	Reason      string
+	RequestedAt time.Time
+	ExpiresAt   time.Time
+	DecidedAt   time.Time // zero while pending
+}
+
+// decision is a person's answer to one approval, on its way to the run.
+type decision struct {
+	toolCallID string
+	approve    bool
+	reason     string
+}
+
+// errSuspended stops a run waiting for approvals when kerneld shuts down:
+// it is left waiting, to be resumed at the next start.
+var errSuspended = errors.New("run suspended while waiting for approval")
+
+// Decide approves or denies a tool call that run runID is waiting on. The
+// run picks the decision up at once: an approved call runs, a denied one
+// returns "denied: <reason>" to the model. Deciding twice, or on a run
+// that is not waiting, is a conflict.
+func (k *Kernel) Decide(ctx context.Context, sessionID, runID, toolCallID string, approve bool, reason string) (Approval, error) {
+	if _, err := k.GetRun(ctx, sessionID, runID); err != nil {
+		return Approval{}, err
+	}
+	k.mu.Lock()
+	ar := k.active[sessionID]
+	var ok bool
+	var decisions chan decision
+	if ar != nil && ar.runID == runID {
+		ok, decisions = ar.awaiting[toolCallID], ar.decisions
+		delete(ar.awaiting, toolCallID)
+	}
+	k.mu.Unlock()
+	if !ok {
+		return Approval{}, k.notAwaiting(ctx, sessionID, runID, toolCallID)
+	}
+	decisions <- decision{toolCallID: toolCallID, approve: approve, reason: reason} // buffered for every awaited call
+	a, err := k.approval(ctx, sessionID, runID, toolCallID)
+	a.State, a.Reason, a.DecidedAt = ApprovalDenied, reason, k.now()
+	if approve {
+		a.State = ApprovalApproved
+	}
+	return a, err
+}
+
+// notAwaiting says why a decision has nothing to decide: the call was
+// decided (or a decision is on its way to the run, not yet logged), or
+// its run is not waiting.
+func (k *Kernel) notAwaiting(ctx context.Context, sessionID, runID, toolCallID string) error {
+	a, err := k.approval(ctx, sessionID, runID, toolCallID)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	ar := k.active[sessionID]
+	inFlight := ar != nil && ar.runID == runID
+	k.mu.Unlock()
+	if a.State == ApprovalPending && !inFlight {
+		return errdefs.New(errdefs.ErrConflict, "run_not_waiting", "run %s is not waiting for a decision", runID)
+	}
+	state := a.State
+	if state == ApprovalPending {
+		state = "decided"
+	}
+	return errdefs.New(errdefs.ErrConflict, "approval_decided", "tool call %s was already %s", toolCallID, state)
+}
+
+// approval returns one approval of a run, from its events.
+func (k *Kernel) approval(ctx context.Context, sessionID, runID, toolCallID string) (Approval, error) {
+	all, err := k.Approvals(ctx, sessionID, runID)
+	if err != nil {
+		return Approval{}, err
+	}
+	for _, a := range all {
+		if a.ToolCallID == toolCallID {
+			return a, nil
+		}
+	}
+	return Approval{}, errdefs.New(errdefs.ErrNotFound, "approval_not_found",
+		"run %s asked for no approval of tool call %q", runID, toolCallID)
+}
+
+// Approvals returns the approvals a run asked for, in order, as its
+// events record them.
+func (k *Kernel) Approvals(ctx context.Context, sessionID, runID string) ([]Approval, error) {
+	run, err := k.GetRun(ctx, sessionID, runID)
+	if err != nil {
+		return nil, err
+	}
+	if run.StartSeq == 0 {
+		return nil, nil
+	}
+	evs, err := k.runEvents(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	return approvalsOf(evs, run.ID, run.State.Terminal()), nil
+}
+
+// approvalsOf folds a run's approval events; when the run has ended, an
+// approval never decided is reported cancelled.
+func approvalsOf(evs []session.Event, runID string, ended bool) []Approval {
+	var out []Approval
+	index := map[string]int{}
+	for i := range evs {
+		ev := &evs[i]
+		if ev.RunID != runID || ev.Type != session.EventCustom {
+			continue
+		}
+		switch ev.Member("name") {
+		case approvalRequested:
+			v := customValue(ev)
+			a := Approval{ToolCallID: str(v, "toolCallId"), ToolName: str(v, "toolName"), State: ApprovalPending,
+				RequestedAt: ev.Time, ExpiresAt: parseTime(str(v, "expiresAt"))}
+			a.Arguments, _ = json.Marshal(v["arguments"])
+			index[a.ToolCallID] = len(out)
+			out = append(out, a)
+		case approvalResolved:
+			v := customValue(ev)
+			if i, ok := index[str(v, "toolCallId")]; ok {
+				out[i].State, out[i].Reason, out[i].DecidedAt = resolvedState(str(v, "decision")), str(v, "reason"), ev.Time
+			}
+		}
+	}
+	for i := range out {
+		if ended && out[i].State == ApprovalPending {
+			out[i].State = ApprovalCancelled
+		}
+	}
+	return out
+}
+
+// The CUSTOM events of approvals.
+const (
+	approvalRequested = "kerneld.approval.requested"
+	approvalResolved  = "kerneld.approval.resolved"
+)
+
+func requestedEvent(c session.ToolCall, expires time.Time) session.Event {
+	var args any = map[string]any{}
+	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil {
+		args = c.Arguments // shown as the model sent it
+	}
+	return session.Custom(approvalRequested, map[string]any{
+		"toolCallId": c.ID, "toolName": c.Name, "arguments": args,
+		"expiresAt": expires.UTC().Format(time.RFC3339Nano),
+	})
+}
+
+func resolvedEvent(toolCallID, decision, reason string) session.Event {
+	return session.Custom(approvalResolved, map[string]any{"toolCallId": toolCallID, "decision": decision, "reason": reason})
+}
+
+// resolvedState maps a resolved event's decision to an approval state.
+func resolvedState(d string) string {
+	switch d {
+	case DecisionApprove:
+		return ApprovalApproved
+	case DecisionDeny:
+		return ApprovalDenied
+	}
+	return ApprovalCancelled
+}
+
+func customValue(ev *session.Event) map[string]any {
+	v, _ := ev.Fields()["value"].(map[string]any)
+	return v
+}
+
+func str(m map[string]any, k string) string {
+	s, _ := m[k].(string)
+	return s
+}
+
+func parseTime(s string) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, s)
+	return t
+}
+
+// deniedContent is what the model sees for a denied call.
+func deniedContent(reason string) string {
+	if reason == "" {
+		return "denied"
+	}
+	return fmt.Sprintf("denied: %s", reason)
+}

@@ -1,0 +1,226 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// toolBatch runs the tool calls of one model turn: those that need no
+// approval at once, in parallel (bounded), the others once a person
+// approves them. Its collect loop, on the run's goroutine, records every
+// result as it arrives and every decision as it is made.
+type toolBatch struct {
+	r       *runner
+	ctx     context.Context
+	results chan toolResult
+	sem     chan struct{}
+	wg      sync.WaitGroup
+	gated   map[string]session.ToolCall // awaiting a decision
+	expires time.Time                   // when the undecided ones are denied
+}
+
+func (r *runner) newBatch(ctx context.Context, calls int) *toolBatch {
+	return &toolBatch{r: r, ctx: ctx, results: make(chan toolResult, calls),
+		sem: make(chan struct{}, r.k.limits.ToolConcurrency), gated: map[string]session.ToolCall{}}
+}
+
+// callTools runs a turn's tool calls and records their results. When the
+// run is cancelled meanwhile, calls that had not answered are left
+// pending for finish to close.
+func (r *runner) callTools(ctx context.Context, calls []session.ToolCall) error {
+	b := r.newBatch(ctx, len(calls))
+	var gated []session.ToolCall
+	for _, c := range calls {
+		if ref, ok := r.spec.Tool(c.Name); ok && ref.RequireApproval {
+			gated = append(gated, c)
+		} else {
+			b.start(c)
+		}
+	}
+	if err := b.requestApprovals(gated); err != nil {
+		b.wg.Wait()
+		return err
+	}
+	return b.collect(len(calls))
+}
+
+// start runs call c in its own goroutine, owned by the batch.
+func (b *toolBatch) start(c session.ToolCall) {
+	b.wg.Go(func() {
+		b.sem <- struct{}{}
+		defer func() { <-b.sem }()
+		b.results <- b.r.callTool(b.ctx, c)
+	})
+}
+
+// requestApprovals logs a request for each gated call, durably, then lets
+// Decide reach them and moves the run and its session to waiting_input.
+func (b *toolBatch) requestApprovals(gated []session.ToolCall) error {
+	if len(gated) == 0 {
+		return nil
+	}
+	b.expires = b.r.k.now().Add(b.r.spec.ApprovalTimeout)
+	evs := make([]session.Event, len(gated))
+	for i, c := range gated {
+		evs[i] = requestedEvent(c, b.expires)
+	}
+	if err := b.r.emit(evs...); err != nil {
+		return err
+	}
+	if _, err := b.r.events.flush(); err != nil { // decidable only once the request is in the log
+		return &emitError{err: err}
+	}
+	b.await(gated)
+	return b.r.setWaiting(true)
+}
+
+// await makes gated reachable by Decide.
+func (b *toolBatch) await(gated []session.ToolCall) {
+	k, ar := b.r.k, b.r.ar
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ar.awaiting = make(map[string]bool, len(gated))
+	ar.decisions = make(chan decision, len(gated))
+	for _, c := range gated {
+		ar.awaiting[c.ID], b.gated[c.ID] = true, c
+	}
+}
+
+// collect records n results: of calls running and of calls decided, or
+// denied when their approval expires. It returns once all are recorded,
+// or when the run is stopped.
+func (b *toolBatch) collect(n int) error {
+	var expired <-chan time.Time
+	if len(b.gated) > 0 {
+		t := time.NewTimer(time.Until(b.expires))
+		defer t.Stop()
+		expired = t.C
+	}
+	decisions := b.r.decisionsChan()
+	var err error
+	keep := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	for n > 0 {
+		select {
+		case res := <-b.results:
+			n--
+			keep(b.r.recordResult(res))
+		case d := <-decisions:
+			n -= b.decide(d, keep)
+		case <-expired:
+			n -= b.expire(keep)
+		case <-b.ctx.Done():
+			return b.stop()
+		}
+	}
+	b.wg.Wait()
+	return err
+}
+
+// decide applies a person's decision; it returns 1 when that produced the
+// call's result (a denial), 0 when the call now runs.
+func (b *toolBatch) decide(d decision, keep func(error)) int {
+	c, ok := b.gated[d.toolCallID]
+	if !ok {
+		return 0
+	}
+	delete(b.gated, c.ID)
+	verdict := DecisionDeny
+	if d.approve {
+		verdict = DecisionApprove
+	}
+	keep(b.r.emit(resolvedEvent(c.ID, verdict, d.reason)))
+	if len(b.gated) == 0 {
+		keep(b.r.setWaiting(false))
+	}
+	if d.approve {
+		b.start(c)
+		return 0
+	}
+	keep(b.r.recordResult(toolResult{call: c, content: deniedContent(d.reason), isError: true}))
+	return 1
+}
+
+// expire denies every call still awaiting a decision.
+func (b *toolBatch) expire(keep func(error)) int {
+	reason := fmt.Sprintf("no decision within %s", b.r.spec.ApprovalTimeout)
+	b.r.forget()
+	n := 0
+	for id, c := range b.gated {
+		delete(b.gated, id)
+		keep(b.r.emit(resolvedEvent(c.ID, DecisionDeny, reason)))
+		keep(b.r.recordResult(toolResult{call: c, content: deniedContent(reason), isError: true}))
+		n++
+	}
+	keep(b.r.setWaiting(false))
+	return n
+}
+
+// stop ends the batch of a stopped run: running calls finish (they see the
+// cancelled context), and those that succeeded are recorded. A run stopped
+// by shutdown while awaiting decisions is suspended, to be resumed at the
+// next start; any other stop leaves the undecided calls to finish.
+func (b *toolBatch) stop() error {
+	b.wg.Wait()
+	for len(b.results) > 0 {
+		if res := <-b.results; !res.isError {
+			_ = b.r.recordResult(res) // the run is ending; a store failure is logged by finish
+		}
+	}
+	cause := context.Cause(b.ctx)
+	if len(b.gated) > 0 && errors.Is(cause, errShutdown) {
+		return errSuspended
+	}
+	for id := range b.gated {
+		b.r.undecided = append(b.r.undecided, id)
+	}
+	b.r.forget()
+	return cause
+}
+
+// decisionsChan returns the channel Decide sends this run's decisions on.
+func (r *runner) decisionsChan() chan decision {
+	r.k.mu.Lock()
+	defer r.k.mu.Unlock()
+	return r.ar.decisions
+}
+
+// forget makes the run's undecided calls unreachable by Decide.
+func (r *runner) forget() {
+	r.k.mu.Lock()
+	r.ar.awaiting = nil
+	r.k.mu.Unlock()
+}
+
+// setWaiting moves the run and its session to waiting_input, or back to
+// running.
+func (r *runner) setWaiting(on bool) error {
+	rs, ss := session.RunRunning, session.StateRunning
+	if on {
+		rs, ss = session.RunWaitingInput, session.StateWaitingInput
+	}
+	if r.run.State == rs {
+		return nil
+	}
+	ctx, now := r.storeCtx(), r.k.now()
+	if err := r.run.Transition(rs, now); err != nil {
+		return err
+	}
+	if err := r.k.store.UpdateRun(ctx, *r.run); err != nil {
+		return &emitError{err: fmt.Errorf("update run: %w", err)}
+	}
+	return r.k.updateSession(ctx, r.run.SessionID, func(s *session.Session) error {
+		if s.State != session.StateClosed {
+			s.State, s.UpdatedAt = ss, now
+		}
+		return nil
+	})
+}

@@ -96,6 +96,7 @@ func TestKernel_Queue(t *testing.T) {
 		k, _ := newKernel(t, kerneltest.Options{Limits: kernel.Limits{MaxQueued: 2}})
 		s := mustSession(t, k.Kernel, "waiter")
 		post(t, k.Kernel, s.ID, "first", kernel.BusyReject)
+		<-k.Wait.Started() // from here steered input waits for the tool, holding its slot
 		post(t, k.Kernel, s.ID, "second", kernel.BusyQueue)
 		post(t, k.Kernel, s.ID, "third", kernel.BusySteer)
 		_, _, err := k.Run(t.Context(), s.ID, kernel.RunRequest{Input: "fourth", IfBusy: kernel.BusyQueue})

@@ -19,6 +19,8 @@ import (
 	"github.com/kerneld/kerneld/internal/httpapi"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/llm"
+	"github.com/kerneld/kerneld/internal/llm/anthropic"
+	"github.com/kerneld/kerneld/internal/llm/openai"
 	"github.com/kerneld/kerneld/internal/llm/scripted"
 	"github.com/kerneld/kerneld/internal/metrics"
 	"github.com/kerneld/kerneld/internal/store/memory"
@@ -76,8 +78,12 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slo
 // loadAgents reads the agent definitions.
 func (d *daemon) loadAgents(cfg Config, getenv func(string) string) error {
 	registry, err := agents.Load(cfg.AgentsDir, agents.Options{
-		Providers: map[string]llm.Factory{"scripted": d.metrics.Provider("scripted", scripted.New)},
-		KnownTool: d.tools.Has,
+		Providers: map[string]llm.Factory{
+			"scripted":  d.metrics.Provider("scripted", scripted.New),
+			"openai":    d.metrics.Provider("openai", openai.New),
+			"anthropic": d.metrics.Provider("anthropic", anthropic.New),
+		},
+		KnownTool: func(name string) bool { return d.tools.Has(name) || name == kernel.SpawnAgentTool },
 		Getenv:    getenv,
 	})
 	if err != nil {

@@ -53,7 +53,7 @@ type Spec struct {
 	// variable holding its API key is not set. It is listed but refuses
 	// new sessions.
 	Unavailable string
-	missingEnv  []string // ${VAR}s under model: that were not set
+	unsetEnv    map[string][]string // field path → the ${VAR}s in it that were not set
 }
 
 // MCPServer is one MCP server an agent uses: a command speaking MCP over

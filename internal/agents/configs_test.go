@@ -11,6 +11,8 @@ import (
 
 	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/llm"
+	"github.com/kerneld/kerneld/internal/llm/anthropic"
+	"github.com/kerneld/kerneld/internal/llm/openai"
 	"github.com/kerneld/kerneld/internal/llm/scripted"
 )
 
@@ -27,7 +29,7 @@ func repoAgentsDir(tb testing.TB) string {
 // the providers and tools kerneld builds in.
 func TestLoad_RepositoryAgents(t *testing.T) {
 	r, err := agents.Load(repoAgentsDir(t), agents.Options{
-		Providers: map[string]llm.Factory{"scripted": scripted.New},
+		Providers: map[string]llm.Factory{"scripted": scripted.New, "openai": openai.New, "anthropic": anthropic.New},
 		KnownTool: func(name string) bool { return builtinTools[name] },
 		Getenv:    func(string) string { return "" },
 	})
@@ -49,4 +51,44 @@ func TestLoad_RepositoryAgents(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Equal(t, "hello kerneld", text.String(), "echo streams its input back")
+}
+
+// TestLoad_RepositoryModelAgents: without API keys the shipped agents on
+// real models load as unavailable, naming the variable to set, and with a
+// key they are available.
+func TestLoad_RepositoryModelAgents(t *testing.T) {
+	providers := map[string]llm.Factory{"scripted": scripted.New, "openai": openai.New, "anthropic": anthropic.New}
+	load := func(env map[string]string) *agents.Registry {
+		r, err := agents.Load(repoAgentsDir(t), agents.Options{
+			Providers: providers,
+			KnownTool: func(name string) bool { return builtinTools[name] },
+			Getenv:    func(k string) string { return env[k] },
+		})
+		require.NoError(t, err)
+		return r
+	}
+	tests := []struct {
+		agent, provider, envVar string
+	}{
+		{"assistant", "openai", "OPENAI_API_KEY"},
+		{"claude", "anthropic", "ANTHROPIC_API_KEY"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.agent, func(t *testing.T) {
+			spec, err := load(nil).Get(tt.agent)
+			require.NoError(t, err)
+			assert.Equal(t, tt.provider, spec.Model.Provider)
+			assert.Nil(t, spec.Provider)
+			assert.Contains(t, spec.Unavailable, tt.envVar)
+			for _, tool := range []string{"current_time", "memory_get", "memory_set"} {
+				_, ok := spec.Tool(tool)
+				assert.True(t, ok, "%s lists %s", tt.agent, tool)
+			}
+
+			spec, err = load(map[string]string{tt.envVar: "test-key"}).Get(tt.agent)
+			require.NoError(t, err)
+			assert.Empty(t, spec.Unavailable)
+			assert.NotNil(t, spec.Provider)
+		})
+	}
 }

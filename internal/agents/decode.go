@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -22,16 +21,16 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // with getenv(NAME). Expanding values, not the file's text, means a value
 // holding ':' or '#' cannot change the file's structure. An unset variable
 // becomes empty, which lets optional settings such as base_url fall back
-// to the provider's default; the names of the unset ones under model: are
-// returned, for saying why an agent cannot run.
-func expandEnv(n *yaml.Node, path string, getenv func(string) string) (unsetInModel []string) {
+// to the provider's default; unset records which ones, by field path, so
+// the loader can name the one an unavailable agent lacks.
+func expandEnv(n *yaml.Node, path string, getenv func(string) string, unset map[string][]string) {
 	switch n.Kind {
 	case yaml.ScalarNode:
 		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 			name := ref[2 : len(ref)-1]
 			v := getenv(name)
-			if v == "" && (path == "model" || strings.HasPrefix(path, "model.")) {
-				unsetInModel = append(unsetInModel, name)
+			if v == "" {
+				unset[path] = append(unset[path], name)
 			}
 			return v
 		})
@@ -41,14 +40,13 @@ func expandEnv(n *yaml.Node, path string, getenv func(string) string) (unsetInMo
 			if path != "" {
 				p = path + "." + p
 			}
-			unsetInModel = append(unsetInModel, expandEnv(n.Content[i+1], p, getenv)...)
+			expandEnv(n.Content[i+1], p, getenv, unset)
 		}
 	case yaml.SequenceNode:
 		for _, c := range n.Content {
-			unsetInModel = append(unsetInModel, expandEnv(c, path, getenv)...)
+			expandEnv(c, path, getenv, unset)
 		}
 	}
-	return unsetInModel
 }
 
 // fieldFunc decodes the value n of the field at path.
@@ -64,7 +62,8 @@ func parse(data []byte, getenv func(string) string) (Spec, error) {
 		return Spec{}, err
 	}
 	s := defaultSpec()
-	s.missingEnv = expandEnv(root, "", getenv)
+	s.unsetEnv = map[string][]string{}
+	expandEnv(root, "", getenv, s.unsetEnv)
 	err = decodeMapping("", root, map[string]fieldFunc{
 		"name":          value(&s.Name),
 		"description":   value(&s.Description),

@@ -31,13 +31,14 @@ func fakeFactory(cfg llm.ModelConfig) (llm.Provider, error) {
 		return nil, errors.New("fail: " + msg)
 	}
 	if cfg.Options["needs_key"] == true && cfg.APIKey == "" {
-		return nil, errdefs.New(errdefs.ErrUnavailable, "missing_api_key", "model.api_key is empty")
+		return nil, errdefs.New(errdefs.ErrUnavailable, "missing_api_key", "model.api_key is empty").With("field", "model.api_key")
 	}
 	return &fakeModel{cfg: cfg}, nil
 }
 
-// builtinTools are the tool names kerneld registers out of the box.
-var builtinTools = map[string]bool{"current_time": true, "memory_get": true, "memory_set": true}
+// builtinTools are the tool names kerneld registers out of the box,
+// including spawn_agent, which the kernel provides itself.
+var builtinTools = map[string]bool{"current_time": true, "memory_get": true, "memory_set": true, "spawn_agent": true}
 
 // testOptions knows the fake and scripted providers, the built-in tools and
 // a fixed environment.
@@ -337,7 +338,7 @@ func TestLoad_UnavailableAgent(t *testing.T) {
 	gpt, err := r.Get("gpt")
 	require.NoError(t, err)
 	assert.Nil(t, gpt.Provider)
-	assert.Equal(t, "model.api_key is empty (OPENAI_API_KEY, OPENAI_BASE_URL not set)", gpt.Unavailable)
+	assert.Equal(t, "model.api_key is empty (OPENAI_API_KEY not set)", gpt.Unavailable, "only the variable behind the missing field")
 
 	r, err = agents.Load(dir, testOptions(map[string]string{"OPENAI_API_KEY": "sk-1"}))
 	require.NoError(t, err)

@@ -55,27 +55,30 @@ func prepare(s Spec, opts Options) (Spec, error) {
 		}
 		switch {
 		case errors.Is(err, errdefs.ErrUnavailable):
-			s.Unavailable = unavailableReason(err, s.missingEnv)
+			s.Unavailable = unavailableReason(err, s.unsetEnv)
 		case err != nil:
 			return Spec{}, &sourceError{source: source(s), err: fmt.Errorf("model: %w", err)}
 		}
 		s.Provider = p
 	}
 	s.Tools = slices.Clip(s.Tools) // an append by a reader must not write into the registry's array
+	s.unsetEnv = nil               // needed only while loading
 	return s, nil
 }
 
 // unavailableReason says why a provider could not be built, naming the
-// unset variables the model block refers to: usually the fix.
-func unavailableReason(err error, unset []string) string {
-	msg := err.Error()
-	if e, ok := errors.AsType[*errdefs.Error](err); ok {
-		msg = e.Message
+// unset variable behind the field it lacks (a factory names the field in
+// its error's "field" member): usually the fix.
+func unavailableReason(err error, unset map[string][]string) string {
+	e, ok := errors.AsType[*errdefs.Error](err)
+	if !ok {
+		return err.Error()
 	}
-	if len(unset) > 0 {
-		msg += " (" + strings.Join(slices.Compact(slices.Sorted(slices.Values(unset))), ", ") + " not set)"
+	field, _ := e.Extra["field"].(string)
+	if vars := unset[field]; len(vars) > 0 {
+		return e.Message + " (" + strings.Join(slices.Compact(slices.Sorted(slices.Values(vars))), ", ") + " not set)"
 	}
-	return msg
+	return e.Message
 }
 
 // validate checks s, whose defaults are already applied, field by field

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -130,6 +131,9 @@ type Options struct {
 	Store     kernel.Store // nil means a fresh memory store
 	Now       func() time.Time
 	Retention kernel.Retention
+	// Providers adds model providers to the scripted one, for testing a
+	// real provider client inside a real kernel.
+	Providers map[string]llm.Factory
 }
 
 // Kernel is a test kernel with the pieces a test may want to reach.
@@ -144,7 +148,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 	tb.Helper()
 	wait := NewWaitTool()
 	reg := tools.NewRegistry(append(tools.Builtins(), wait, FailTool{})...)
-	registry := mustAgents(tb, opts.Agents, reg)
+	registry := mustAgents(tb, opts.Agents, opts.Providers, reg)
 	if opts.Store == nil {
 		opts.Store = memory.New()
 	}
@@ -166,11 +170,14 @@ func New(tb testing.TB, opts Options) *Kernel {
 }
 
 // mustAgents loads agent definitions through the real loader.
-func mustAgents(tb testing.TB, defs []string, reg *tools.Registry) *agents.Registry {
+// Agents never read the environment: their files name every value.
+func mustAgents(tb testing.TB, defs []string, extra map[string]llm.Factory, reg *tools.Registry) *agents.Registry {
 	tb.Helper()
 	if defs == nil {
 		defs = DefaultAgents
 	}
+	providers := map[string]llm.Factory{"scripted": scripted.New}
+	maps.Copy(providers, extra)
 	dir := tb.TempDir()
 	for i, d := range defs {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("agent%d.yaml", i)), []byte(d), 0o600); err != nil {
@@ -178,8 +185,9 @@ func mustAgents(tb testing.TB, defs []string, reg *tools.Registry) *agents.Regis
 		}
 	}
 	registry, err := agents.Load(dir, agents.Options{
-		Providers: map[string]llm.Factory{"scripted": scripted.New},
+		Providers: providers,
 		KnownTool: func(name string) bool { return reg.Has(name) || name == kernel.SpawnAgentTool },
+		Getenv:    func(string) string { return "" },
 	})
 	if err != nil {
 		tb.Fatalf("load agents: %v", err)

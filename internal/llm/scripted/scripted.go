@@ -9,6 +9,7 @@ package scripted
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"unicode"
@@ -67,6 +68,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Chunk
 		return errors.New(m.opts.errMsg)
 	}
 	for i, tc := range st.calls {
+		tc.args = expandJSON(tc.args, req.RunInput)
 		if err := c.toolCall(i, tc); err != nil {
 			return err
 		}
@@ -132,6 +134,16 @@ func (c *call) send(ch llm.Chunk) error {
 		return err
 	}
 	return c.emit(ch)
+}
+
+// expandJSON replaces every {input} in the JSON text args with input,
+// escaped for a JSON string: {input} only ever stands inside one.
+func expandJSON(args, input string) string {
+	if !strings.Contains(args, inputPlaceholder) {
+		return args
+	}
+	quoted, _ := json.Marshal(input) // a string always marshals
+	return strings.ReplaceAll(args, inputPlaceholder, string(quoted[1:len(quoted)-1]))
 }
 
 // expand replaces every {input} in s with input.

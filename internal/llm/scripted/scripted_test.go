@@ -332,3 +332,28 @@ func TestNew_AcceptsGoValues(t *testing.T) {
 	require.Len(t, calls, 1)
 	assert.JSONEq(t, `{"a":1}`, calls[0].args)
 }
+
+// TestStream_InputInToolArguments: {input} in a tool call's arguments is
+// replaced JSON-escaped, so any input keeps the arguments valid JSON.
+func TestStream_InputInToolArguments(t *testing.T) {
+	m, err := scripted.New(llm.ModelConfig{Options: map[string]any{
+		"script": []any{map[string]any{"tool_calls": []any{map[string]any{"name": "ask", "arguments": map[string]any{"q": "{input}"}}}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args strings.Builder
+	err = m.Stream(t.Context(), llm.Request{RunInput: `say "hi"` + "\n\\now"}, func(c llm.Chunk) error {
+		if c.ToolCall != nil {
+			args.WriteString(c.ToolCall.Arguments)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	if err := json.Unmarshal([]byte(args.String()), &got); err != nil || got["q"] != `say "hi"`+"\n\\now" {
+		t.Fatalf("arguments %s = %v, %v", args.String(), got, err)
+	}
+}

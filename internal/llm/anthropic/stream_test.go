@@ -1,0 +1,215 @@
+package anthropic_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kerneld/kerneld/internal/llm"
+)
+
+// TestClient_Stream_WireFormats feeds the client the streams the Messages
+// API sends and checks what it emits.
+func TestClient_Stream_WireFormats(t *testing.T) {
+	tests := []struct {
+		name          string
+		events        []string
+		wantText      string
+		wantReasoning string
+		wantCalls     []call
+		wantUsage     llm.Usage
+	}{
+		{
+			name: "text only",
+			events: []string{messageStart(25), textStart(0), ping, textDelta(0, "Hello"), textDelta(0, "!"),
+				blockStop(0), messageDelta("end_turn", 15), messageStop},
+			wantText: "Hello!", wantUsage: llm.Usage{InputTokens: 25, OutputTokens: 15},
+		},
+		{
+			name: "one tool call, input split over many deltas",
+			events: []string{messageStart(472), toolStart(0, "toolu_01A", "get_weather"), inputDelta(0, ""),
+				inputDelta(0, `{"loc`), inputDelta(0, `ation": "Par`), inputDelta(0, `is"}`), blockStop(0),
+				messageDelta("tool_use", 89), messageStop},
+			wantCalls: []call{{"toolu_01A", "get_weather", `{"location": "Paris"}`}},
+			wantUsage: llm.Usage{InputTokens: 472, OutputTokens: 89},
+		},
+		{
+			name: "text, then two tool calls",
+			events: []string{messageStart(30), textStart(0), textDelta(0, "Checking both."), blockStop(0),
+				toolStart(1, "toolu_1", "get_weather"), inputDelta(1, `{"location":"Paris"}`), blockStop(1),
+				toolStart(2, "toolu_2", "get_weather"), inputDelta(2, `{"location":`), inputDelta(2, `"Rome"}`), blockStop(2),
+				messageDelta("tool_use", 60), messageStop},
+			wantText:  "Checking both.",
+			wantCalls: []call{{"toolu_1", "get_weather", `{"location":"Paris"}`}, {"toolu_2", "get_weather", `{"location":"Rome"}`}},
+			wantUsage: llm.Usage{InputTokens: 30, OutputTokens: 60},
+		},
+		{
+			name: "thinking, then text",
+			events: []string{messageStart(40), thinkingStart(0), thinkingDelta(0, "Six times seven"), thinkingDelta(0, " is 42."),
+				signatureDelta(0, "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"), blockStop(0),
+				textStart(1), textDelta(1, "42"), blockStop(1), messageDelta("end_turn", 70), messageStop},
+			wantText: "42", wantReasoning: "Six times seven is 42.", wantUsage: llm.Usage{InputTokens: 40, OutputTokens: 70},
+		},
+		{
+			name: "tool call with its input in the start event",
+			events: []string{messageStart(10),
+				`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_9","name":"current_time","input":{"timezone":"UTC"}}}`,
+				blockStop(0), messageDelta("tool_use", 5), messageStop},
+			wantCalls: []call{{"toolu_9", "current_time", `{"timezone":"UTC"}`}},
+			wantUsage: llm.Usage{InputTokens: 10, OutputTokens: 5},
+		},
+		{
+			name: "redacted thinking emits nothing",
+			events: []string{messageStart(10),
+				`{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix"}}`,
+				blockStop(0), textStart(1), textDelta(1, "Done."), blockStop(1), messageDelta("end_turn", 9), messageStop},
+			wantText: "Done.", wantUsage: llm.Usage{InputTokens: 10, OutputTokens: 9},
+		},
+		{
+			name: "max_tokens reached is a short answer",
+			events: []string{messageStart(5), textStart(0), textDelta(0, "Once upon"), blockStop(0),
+				messageDelta("max_tokens", 2), messageStop},
+			wantText: "Once upon", wantUsage: llm.Usage{InputTokens: 5, OutputTokens: 2},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(t, stream(tt.events...))
+			got, err := collect(t, mustClient(t, f, nil), hello)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantText, got.text)
+			assert.Equal(t, tt.wantReasoning, got.reasoning)
+			assert.Equal(t, tt.wantCalls, got.calls)
+			require.NotNil(t, got.usage)
+			assert.Equal(t, tt.wantUsage, *got.usage)
+			assert.NotNil(t, got.chunks[len(got.chunks)-1].Usage, "one usage chunk, last")
+			assert.Len(t, f.requests(), 1)
+		})
+	}
+}
+
+// TestClient_Stream_ToolCallPieces: a tool call's index counts tool_use
+// blocks from 0, whatever their content block index; the id and name come
+// with the first piece, each input fragment as it arrives.
+func TestClient_Stream_ToolCallPieces(t *testing.T) {
+	f := newFake(t, stream(messageStart(5), textStart(0), textDelta(0, "Hi."), blockStop(0),
+		toolStart(1, "toolu_1", "get_weather"), inputDelta(1, ""), inputDelta(1, `{"loc`), inputDelta(1, `ation":"Oslo"}`), blockStop(1),
+		messageDelta("tool_use", 5), messageStop))
+	got, err := collect(t, mustClient(t, f, nil), hello)
+	require.NoError(t, err)
+	var pieces []llm.ToolCallDelta
+	for _, c := range got.chunks {
+		if c.ToolCall != nil {
+			pieces = append(pieces, *c.ToolCall)
+		}
+	}
+	assert.Equal(t, []llm.ToolCallDelta{
+		{Index: 0, ID: "toolu_1", Name: "get_weather"},
+		{Index: 0, Arguments: `{"loc`},
+		{Index: 0, Arguments: `ation":"Oslo"}`},
+	}, pieces)
+}
+
+// TestClient_Stream_Request checks the request the server receives.
+func TestClient_Stream_Request(t *testing.T) {
+	f := newFake(t, textReply("ok", 1, 1))
+	temp := 0.3
+	req := llm.Request{
+		System: "You are terse.",
+		Messages: []llm.Message{
+			{Role: llm.RoleUser, Content: "Time in Paris and my name?"},
+			{Role: llm.RoleAssistant, Content: "Checking.", ToolCalls: []llm.ToolCall{
+				{ID: "toolu_1", Name: "current_time", Arguments: `{"timezone":"Europe/Paris"}`},
+				{ID: "toolu_2", Name: "memory_get", Arguments: `{"key":`}, // cut short: sent as {}
+			}},
+			{Role: llm.RoleTool, ToolCallID: "toolu_1", Content: `{"time":"13:00"}`},
+			{Role: llm.RoleTool, ToolCallID: "toolu_2", Content: "error: key not found", IsError: true},
+			{Role: llm.RoleAssistant, Content: "It is 13:00."},
+			{Role: llm.RoleUser, Content: "Thanks"},
+		},
+		Tools: []llm.Tool{{Name: "current_time", Description: "Returns the current time.",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"timezone":{"type":"string"}},"required":["timezone"],"additionalProperties":false}`)}},
+		Temperature: &temp,
+	}
+	_, err := collect(t, mustClient(t, f, nil), req)
+	require.NoError(t, err)
+
+	got := f.requests()
+	require.Len(t, got, 1)
+	assert.Equal(t, "/v1/messages", got[0].path)
+	assert.Equal(t, testKey, got[0].header.Get("X-Api-Key"))
+	assert.NotEmpty(t, got[0].header.Get("Anthropic-Version"))
+	assert.JSONEq(t, `{
+		"model": "claude-sonnet-4-5",
+		"stream": true,
+		"max_tokens": 4096,
+		"temperature": 0.3,
+		"system": [{"type": "text", "text": "You are terse."}],
+		"messages": [
+			{"role": "user", "content": [{"type": "text", "text": "Time in Paris and my name?"}]},
+			{"role": "assistant", "content": [
+				{"type": "text", "text": "Checking."},
+				{"type": "tool_use", "id": "toolu_1", "name": "current_time", "input": {"timezone": "Europe/Paris"}},
+				{"type": "tool_use", "id": "toolu_2", "name": "memory_get", "input": {}}
+			]},
+			{"role": "user", "content": [
+				{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "{\"time\":\"13:00\"}"}]},
+				{"type": "tool_result", "tool_use_id": "toolu_2", "content": [{"type": "text", "text": "error: key not found"}], "is_error": true}
+			]},
+			{"role": "assistant", "content": [{"type": "text", "text": "It is 13:00."}]},
+			{"role": "user", "content": [{"type": "text", "text": "Thanks"}]}
+		],
+		"tools": [{"name": "current_time", "description": "Returns the current time.",
+			"input_schema": {"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"], "additionalProperties": false}}]
+	}`, string(got[0].raw))
+}
+
+// TestClient_Stream_History checks how histories the API would reject are
+// made valid.
+func TestClient_Stream_History(t *testing.T) {
+	tests := []struct {
+		name string
+		msgs []llm.Message
+		want string // the messages member
+	}{
+		{
+			name: "starts with the assistant",
+			msgs: []llm.Message{{Role: llm.RoleAssistant, Content: "Welcome back."}, {Role: llm.RoleUser, Content: "Hi"}},
+			want: `[{"role":"user","content":[{"type":"text","text":"(earlier conversation omitted)"}]},
+				{"role":"assistant","content":[{"type":"text","text":"Welcome back."}]},
+				{"role":"user","content":[{"type":"text","text":"Hi"}]}]`,
+		},
+		{
+			name: "starts with tool results whose call was cut off",
+			msgs: []llm.Message{{Role: llm.RoleTool, ToolCallID: "toolu_gone", Content: "42"}, {Role: llm.RoleUser, Content: "Hi"}},
+			want: `[{"role":"user","content":[{"type":"text","text":"Hi"}]}]`,
+		},
+		{
+			name: "tool results, then the user steers",
+			msgs: []llm.Message{
+				{Role: llm.RoleUser, Content: "Go"},
+				{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "toolu_1", Name: "current_time", Arguments: "{}"}}},
+				{Role: llm.RoleTool, ToolCallID: "toolu_1", Content: ""},
+				{Role: llm.RoleUser, Content: "Also in UTC"},
+			},
+			want: `[{"role":"user","content":[{"type":"text","text":"Go"}]},
+				{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"current_time","input":{}}]},
+				{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1"},{"type":"text","text":"Also in UTC"}]}]`,
+		},
+		{
+			name: "empty history",
+			msgs: nil,
+			want: `[{"role":"user","content":[{"type":"text","text":"(earlier conversation omitted)"}]}]`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(t, textReply("ok", 1, 1))
+			_, err := collect(t, mustClient(t, f, nil), llm.Request{Messages: tt.msgs})
+			require.NoError(t, err)
+			assert.JSONEq(t, tt.want, bodyJSON(t, f.requests()[0], "messages"))
+		})
+	}
+}

@@ -181,3 +181,54 @@ func TestCallPolicy_Do_Cancel(t *testing.T) {
 		assert.Equal(t, time.Second, time.Since(start), "cancel ends the wait for Retry-After at once")
 	})
 }
+
+// events is an llm.Events of ints that fails with err after its items.
+type events struct {
+	items  []int
+	err    error
+	next   int
+	closed bool
+}
+
+func (e *events) Next() bool   { e.next++; return e.next <= len(e.items) }
+func (e *events) Current() int { return e.items[e.next-1] }
+func (e *events) Err() error   { return e.err }
+func (e *events) Close() error { e.closed = true; return nil }
+
+// TestReadEvents: events go to handle in order and the stream is closed
+// whatever happens; a failed stream is classified unless ctx has ended.
+func TestReadEvents(t *testing.T) {
+	classified := errors.New("classified")
+	classify := func(error) error { return classified }
+	stop := errors.New("stop")
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	tests := []struct {
+		name     string
+		ctx      context.Context
+		stream   *events
+		stopAt   int // handle fails on this event; 0: never
+		wantSeen []int
+		wantErr  error
+	}{
+		{"all events", t.Context(), &events{items: []int{1, 2, 3}}, 0, []int{1, 2, 3}, nil},
+		{"handle fails", t.Context(), &events{items: []int{1, 2, 3}}, 2, []int{1, 2}, stop},
+		{"stream fails", t.Context(), &events{items: []int{1}, err: errors.New("reset")}, 0, []int{1}, classified},
+		{"stream fails after ctx ended", cancelled, &events{items: []int{1}, err: errors.New("reset")}, 0, []int{1}, context.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var seen []int
+			err := llm.ReadEvents(tt.ctx, tt.stream, func(n int) error {
+				seen = append(seen, n)
+				if n == tt.stopAt {
+					return stop
+				}
+				return nil
+			}, classify)
+			assert.Equal(t, tt.wantSeen, seen)
+			assert.Equal(t, tt.wantErr, err)
+			assert.True(t, tt.stream.closed, "closed")
+		})
+	}
+}

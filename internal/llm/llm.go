@@ -1,8 +1,9 @@
 // Package llm is the provider-neutral vocabulary between the kernel and
 // model adapters: Request, Message, Chunk and the Provider interface every
 // adapter (llm/openai, llm/anthropic, llm/scripted) implements, plus what
-// the network adapters share: the retry and timeout policy of a call, the
-// classification and cleaning of provider errors, and option decoding.
+// the network adapters share: the retry and timeout policy of a call and
+// the reading of its event stream, the classification and cleaning of
+// provider errors, and the decoding and checking of the model block.
 //
 // Adapters own their wire formats and HTTP; nothing here talks to a
 // network.

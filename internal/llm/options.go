@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -46,6 +47,27 @@ func DecodeOptions(raw map[string]any, extra map[string]any) (CallPolicy, error)
 		}
 	}
 	return p, p.validate()
+}
+
+// CheckBaseURL returns an error matching errdefs.ErrInvalid that names
+// base_url when raw is set but is not an absolute http or https URL;
+// example, a URL the provider would accept, goes in the message.
+func CheckBaseURL(raw, example string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errdefs.Invalid("base_url", "must be an http or https URL such as "+example)
+	}
+	return nil
+}
+
+// MissingAPIKey is the error of a model block that needs an api_key and
+// has none. It matches errdefs.ErrUnavailable, which lists the agent as
+// unavailable rather than failing startup: the other agents still run.
+func MissingAPIKey() error {
+	return errdefs.New(errdefs.ErrUnavailable, "missing_api_key", "model.api_key is empty").With("field", "model.api_key")
 }
 
 // validate checks the decoded timeout and max_retries.

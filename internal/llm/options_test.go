@@ -63,3 +63,25 @@ func TestDecodeOptions_Go(t *testing.T) {
 	assert.Equal(t, 5*time.Second, p.Timeout)
 	assert.Equal(t, 1, p.MaxRetries)
 }
+
+func TestCheckBaseURL(t *testing.T) {
+	const example = "https://models.example/v1"
+	for _, ok := range []string{"", "http://localhost:11434/v1", "https://api.anthropic.com"} {
+		assert.NoError(t, llm.CheckBaseURL(ok, example), ok)
+	}
+	for _, bad := range []string{"localhost:11434", "api.anthropic.com", "ftp://models.example", "https://", "http://[::1"} {
+		err := llm.CheckBaseURL(bad, example)
+		require.EqualError(t, err, "invalid base_url: must be an http or https URL such as "+example, bad)
+		assert.ErrorIs(t, err, errdefs.ErrInvalid)
+	}
+}
+
+// TestMissingAPIKey: a missing key lists the agent as unavailable, with a
+// code a client can act on.
+func TestMissingAPIKey(t *testing.T) {
+	err := llm.MissingAPIKey()
+	require.EqualError(t, err, "model.api_key is empty")
+	assert.ErrorIs(t, err, errdefs.ErrUnavailable)
+	assert.NotErrorIs(t, err, errdefs.ErrInvalid)
+	assert.Equal(t, "missing_api_key", errdefs.CodeOf(err))
+}

@@ -14,7 +14,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go"
@@ -72,11 +71,11 @@ func New(cfg llm.ModelConfig) (llm.Provider, error) {
 	if err := checkThinking(budget, maxTokens, cfg.Temperature); err != nil {
 		return nil, err
 	}
-	if err := checkBaseURL(cfg.BaseURL); err != nil {
+	if err := llm.CheckBaseURL(cfg.BaseURL, "https://api.anthropic.com"); err != nil {
 		return nil, err
 	}
 	if cfg.APIKey == "" {
-		return nil, errdefs.New(errdefs.ErrUnavailable, "missing_api_key", "model.api_key is empty").With("field", "model.api_key")
+		return nil, llm.MissingAPIKey()
 	}
 	return &Client{
 		messages:       anthropic.NewClient(clientOptions(cfg)...).Messages,
@@ -123,18 +122,6 @@ func clientOptions(cfg llm.ModelConfig) []option.RequestOption {
 	return opts
 }
 
-// checkBaseURL rejects a base_url that is not an absolute http(s) URL.
-func checkBaseURL(raw string) error {
-	if raw == "" {
-		return nil
-	}
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errdefs.Invalid("base_url", "must be an http or https URL such as https://api.anthropic.com")
-	}
-	return nil
-}
-
 // Stream implements llm.Provider: it sends req as one streamed message and
 // emits its thinking, text, tool-use pieces and, last, its usage.
 func (c *Client) Stream(ctx context.Context, req llm.Request, emit func(llm.Chunk) error) error {
@@ -149,19 +136,9 @@ func (c *Client) Stream(ctx context.Context, req llm.Request, emit func(llm.Chun
 
 // attempt sends the request once and reads its stream to the end.
 func (c *Client) attempt(ctx context.Context, params anthropic.MessageNewParams, emit func(llm.Chunk) error) error {
-	stream := c.messages.NewStreaming(ctx, params)
-	defer func() { _ = stream.Close() }() // closing ends the HTTP stream; nothing to report
 	r := newReader(emit)
-	for stream.Next() {
-		if err := r.event(stream.Current()); err != nil {
-			return err
-		}
-	}
-	if err := stream.Err(); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return c.classify(err)
+	if err := llm.ReadEvents(ctx, c.messages.NewStreaming(ctx, params), r.event, c.classify); err != nil {
+		return err
 	}
 	if err := r.end(); err != nil {
 		return err

@@ -5,72 +5,34 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kerneld/kerneld/internal/llm"
 	"github.com/kerneld/kerneld/internal/llm/anthropic"
+	"github.com/kerneld/kerneld/internal/llm/llmtest"
 )
 
 // testKey is the API key the tests configure; no error may show it.
 const testKey = "sk-ant-test-Q1w2E3r4T5y6"
 
-// fakeServer speaks the Messages API's streaming wire format. Each request
-// gets the next reply of its script (the last one repeats), and the server
-// keeps what it received.
-type fakeServer struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	replies []reply
-	got     []received
-}
+// adapter lets the checks shared with llm/openai reach this client.
+var adapter = llmtest.Adapter{Name: "anthropic", APIKey: testKey, Dial: mustClient, OK: ok, Slow: slowStream}
 
-// reply answers one request.
-type reply func(w http.ResponseWriter, r *http.Request)
-
-// received is one request as the server saw it.
-type received struct {
-	path   string
-	header http.Header
-	body   map[string]any
-	raw    []byte
-	at     time.Time
-}
-
-func newFake(tb testing.TB, replies ...reply) *fakeServer {
+// mustClient builds a client for the server with extra options.
+func mustClient(tb testing.TB, s *llmtest.Server, opts map[string]any) llm.Provider {
 	tb.Helper()
-	f := &fakeServer{replies: replies}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	tb.Cleanup(f.srv.Close)
-	return f
+	p, err := anthropic.New(llm.ModelConfig{Provider: "anthropic", Name: "claude-sonnet-4-5", BaseURL: s.URL(), APIKey: testKey, Options: opts})
+	require.NoError(tb, err)
+	return p
 }
 
-func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
-	raw, _ := io.ReadAll(r.Body)
-	var body map[string]any
-	_ = json.Unmarshal(raw, &body)
-	f.mu.Lock()
-	f.got = append(f.got, received{path: r.URL.Path, header: r.Header.Clone(), body: body, raw: raw, at: time.Now()})
-	next := f.replies[min(len(f.got), len(f.replies))-1]
-	f.mu.Unlock()
-	next(w, r)
-}
-
-// requests returns what the server has received so far.
-func (f *fakeServer) requests() []received {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]received(nil), f.got...)
-}
-
-// stream replies 200 with the events as SSE, flushing after each. Each
-// event is its JSON data; the SSE event name is its "type".
-func stream(events ...string) reply {
+// stream replies 200 with the events as SSE, in the Messages API's
+// streaming format, flushing after each. Each event is its JSON data; the
+// SSE event name is its "type".
+func stream(events ...string) llmtest.Reply {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 		for _, ev := range events {
@@ -91,27 +53,18 @@ func writeEvent(w http.ResponseWriter, data string) {
 	w.(http.Flusher).Flush()
 }
 
-// cut sends the events, then drops the connection mid-stream.
-func cut(events ...string) reply {
-	return func(w http.ResponseWriter, r *http.Request) {
-		stream(events...)(w, r)
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err == nil {
-			_ = conn.Close()
-		}
-	}
+// textReply is a complete stream answering text.
+func textReply(text string, in, out int) llmtest.Reply {
+	return stream(messageStart(in), textStart(0), ping, textDelta(0, text), blockStop(0), messageDelta("end_turn", out), messageStop)
 }
 
-// status replies with an error status, headers and a body.
-func status(code int, headers map[string]string, body string) reply {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		for k, v := range headers {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(code)
-		_, _ = io.WriteString(w, body)
-	}
+// ok is a complete, successful stream.
+var ok = textReply("Hello", 3, 1)
+
+// slowStream streams a token every 20ms until the client leaves, then
+// closes closed.
+func slowStream(closed chan<- struct{}) llmtest.Reply {
+	return llmtest.Trickle(closed, writeEvent, textDelta(0, "tok "), messageStart(3), textStart(0))
 }
 
 // apiError is the body of an error response or error event.
@@ -173,74 +126,5 @@ const messageStop = `{"type":"message_stop"}`
 
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
-	return string(b)
-}
-
-// textReply is a complete stream answering text.
-func textReply(text string, in, out int) reply {
-	return stream(messageStart(in), textStart(0), ping, textDelta(0, text), blockStop(0), messageDelta("end_turn", out), messageStop)
-}
-
-// mustClient builds a client for the fake server with extra options.
-func mustClient(tb testing.TB, f *fakeServer, opts map[string]any) llm.Provider {
-	tb.Helper()
-	p, err := anthropic.New(llm.ModelConfig{Provider: "anthropic", Name: "claude-sonnet-4-5", BaseURL: f.srv.URL, APIKey: testKey, Options: opts})
-	require.NoError(tb, err)
-	return p
-}
-
-// result is a streamed response put back together.
-type result struct {
-	chunks    []llm.Chunk
-	text      string
-	reasoning string
-	calls     []call // by index
-	usage     *llm.Usage
-}
-
-type call struct{ id, name, args string }
-
-// collect streams req and assembles what was emitted.
-func collect(tb testing.TB, p llm.Provider, req llm.Request) (result, error) {
-	tb.Helper()
-	var r result
-	err := p.Stream(tb.Context(), req, func(c llm.Chunk) error {
-		r.add(c)
-		return nil
-	})
-	return r, err
-}
-
-func (r *result) add(c llm.Chunk) {
-	r.chunks = append(r.chunks, c)
-	r.text += c.Text
-	r.reasoning += c.Reasoning
-	if c.Usage != nil {
-		u := *c.Usage
-		r.usage = &u
-	}
-	if d := c.ToolCall; d != nil {
-		for len(r.calls) <= d.Index {
-			r.calls = append(r.calls, call{})
-		}
-		cl := &r.calls[d.Index]
-		if cl.id == "" {
-			cl.id = d.ID
-		}
-		if cl.name == "" {
-			cl.name = d.Name
-		}
-		cl.args += d.Arguments
-	}
-}
-
-// hello is a request with one user message.
-var hello = llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "Hello"}}}
-
-// bodyJSON returns a request body member as JSON text, for JSONEq.
-func bodyJSON(tb testing.TB, r received, member string) string {
-	tb.Helper()
-	b, err := json.Marshal(r.body[member])
-	require.NoError(tb, err)
 	return string(b)
 }

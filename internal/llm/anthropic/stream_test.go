@@ -8,113 +8,94 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kerneld/kerneld/internal/llm"
+	"github.com/kerneld/kerneld/internal/llm/llmtest"
 )
 
 // TestClient_Stream_WireFormats feeds the client the streams the Messages
 // API sends and checks what it emits.
 func TestClient_Stream_WireFormats(t *testing.T) {
-	tests := []struct {
-		name          string
-		events        []string
-		wantText      string
-		wantReasoning string
-		wantCalls     []call
-		wantUsage     llm.Usage
-	}{
+	adapter.CheckStreams(t, []llmtest.StreamCase{
 		{
-			name: "text only",
-			events: []string{messageStart(25), textStart(0), ping, textDelta(0, "Hello"), textDelta(0, "!"),
-				blockStop(0), messageDelta("end_turn", 15), messageStop},
-			wantText: "Hello!", wantUsage: llm.Usage{InputTokens: 25, OutputTokens: 15},
+			Name: "text only",
+			Reply: stream(messageStart(25), textStart(0), ping, textDelta(0, "Hello"), textDelta(0, "!"),
+				blockStop(0), messageDelta("end_turn", 15), messageStop),
+			Want: llmtest.Result{Text: "Hello!", Usage: &llm.Usage{InputTokens: 25, OutputTokens: 15}},
 		},
 		{
-			name: "one tool call, input split over many deltas",
-			events: []string{messageStart(472), toolStart(0, "toolu_01A", "get_weather"), inputDelta(0, ""),
+			Name: "one tool call, input split over many deltas",
+			Reply: stream(messageStart(472), toolStart(0, "toolu_01A", "get_weather"), inputDelta(0, ""),
 				inputDelta(0, `{"loc`), inputDelta(0, `ation": "Par`), inputDelta(0, `is"}`), blockStop(0),
-				messageDelta("tool_use", 89), messageStop},
-			wantCalls: []call{{"toolu_01A", "get_weather", `{"location": "Paris"}`}},
-			wantUsage: llm.Usage{InputTokens: 472, OutputTokens: 89},
+				messageDelta("tool_use", 89), messageStop),
+			Want: llmtest.Result{
+				Calls: []llmtest.Call{{ID: "toolu_01A", Name: "get_weather", Args: `{"location": "Paris"}`}},
+				Usage: &llm.Usage{InputTokens: 472, OutputTokens: 89},
+			},
 		},
 		{
-			name: "text, then two tool calls",
-			events: []string{messageStart(30), textStart(0), textDelta(0, "Checking both."), blockStop(0),
+			Name: "text, then two tool calls",
+			Reply: stream(messageStart(30), textStart(0), textDelta(0, "Checking both."), blockStop(0),
 				toolStart(1, "toolu_1", "get_weather"), inputDelta(1, `{"location":"Paris"}`), blockStop(1),
 				toolStart(2, "toolu_2", "get_weather"), inputDelta(2, `{"location":`), inputDelta(2, `"Rome"}`), blockStop(2),
-				messageDelta("tool_use", 60), messageStop},
-			wantText:  "Checking both.",
-			wantCalls: []call{{"toolu_1", "get_weather", `{"location":"Paris"}`}, {"toolu_2", "get_weather", `{"location":"Rome"}`}},
-			wantUsage: llm.Usage{InputTokens: 30, OutputTokens: 60},
+				messageDelta("tool_use", 60), messageStop),
+			Want: llmtest.Result{
+				Text: "Checking both.",
+				Calls: []llmtest.Call{
+					{ID: "toolu_1", Name: "get_weather", Args: `{"location":"Paris"}`},
+					{ID: "toolu_2", Name: "get_weather", Args: `{"location":"Rome"}`},
+				},
+				Usage: &llm.Usage{InputTokens: 30, OutputTokens: 60},
+			},
 		},
 		{
-			name: "thinking, then text",
-			events: []string{messageStart(40), thinkingStart(0), thinkingDelta(0, "Six times seven"), thinkingDelta(0, " is 42."),
+			Name: "thinking, then text",
+			Reply: stream(messageStart(40), thinkingStart(0), thinkingDelta(0, "Six times seven"), thinkingDelta(0, " is 42."),
 				signatureDelta(0, "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"), blockStop(0),
-				textStart(1), textDelta(1, "42"), blockStop(1), messageDelta("end_turn", 70), messageStop},
-			wantText: "42", wantReasoning: "Six times seven is 42.", wantUsage: llm.Usage{InputTokens: 40, OutputTokens: 70},
+				textStart(1), textDelta(1, "42"), blockStop(1), messageDelta("end_turn", 70), messageStop),
+			Want: llmtest.Result{Text: "42", Reasoning: "Six times seven is 42.", Usage: &llm.Usage{InputTokens: 40, OutputTokens: 70}},
 		},
 		{
-			name: "tool call with its input in the start event",
-			events: []string{messageStart(10),
+			Name: "tool call with its input in the start event",
+			Reply: stream(messageStart(10),
 				`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_9","name":"current_time","input":{"timezone":"UTC"}}}`,
-				blockStop(0), messageDelta("tool_use", 5), messageStop},
-			wantCalls: []call{{"toolu_9", "current_time", `{"timezone":"UTC"}`}},
-			wantUsage: llm.Usage{InputTokens: 10, OutputTokens: 5},
+				blockStop(0), messageDelta("tool_use", 5), messageStop),
+			Want: llmtest.Result{
+				Calls: []llmtest.Call{{ID: "toolu_9", Name: "current_time", Args: `{"timezone":"UTC"}`}},
+				Usage: &llm.Usage{InputTokens: 10, OutputTokens: 5},
+			},
 		},
 		{
-			name: "redacted thinking emits nothing",
-			events: []string{messageStart(10),
+			Name: "redacted thinking emits nothing",
+			Reply: stream(messageStart(10),
 				`{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix"}}`,
-				blockStop(0), textStart(1), textDelta(1, "Done."), blockStop(1), messageDelta("end_turn", 9), messageStop},
-			wantText: "Done.", wantUsage: llm.Usage{InputTokens: 10, OutputTokens: 9},
+				blockStop(0), textStart(1), textDelta(1, "Done."), blockStop(1), messageDelta("end_turn", 9), messageStop),
+			Want: llmtest.Result{Text: "Done.", Usage: &llm.Usage{InputTokens: 10, OutputTokens: 9}},
 		},
 		{
-			name: "max_tokens reached is a short answer",
-			events: []string{messageStart(5), textStart(0), textDelta(0, "Once upon"), blockStop(0),
-				messageDelta("max_tokens", 2), messageStop},
-			wantText: "Once upon", wantUsage: llm.Usage{InputTokens: 5, OutputTokens: 2},
+			Name: "max_tokens reached is a short answer",
+			Reply: stream(messageStart(5), textStart(0), textDelta(0, "Once upon"), blockStop(0),
+				messageDelta("max_tokens", 2), messageStop),
+			Want: llmtest.Result{Text: "Once upon", Usage: &llm.Usage{InputTokens: 5, OutputTokens: 2}},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFake(t, stream(tt.events...))
-			got, err := collect(t, mustClient(t, f, nil), hello)
-			require.NoError(t, err)
-			assert.Equal(t, tt.wantText, got.text)
-			assert.Equal(t, tt.wantReasoning, got.reasoning)
-			assert.Equal(t, tt.wantCalls, got.calls)
-			require.NotNil(t, got.usage)
-			assert.Equal(t, tt.wantUsage, *got.usage)
-			assert.NotNil(t, got.chunks[len(got.chunks)-1].Usage, "one usage chunk, last")
-			assert.Len(t, f.requests(), 1)
-		})
-	}
+	})
 }
 
 // TestClient_Stream_ToolCallPieces: a tool call's index counts tool_use
 // blocks from 0, whatever their content block index; the id and name come
 // with the first piece, each input fragment as it arrives.
 func TestClient_Stream_ToolCallPieces(t *testing.T) {
-	f := newFake(t, stream(messageStart(5), textStart(0), textDelta(0, "Hi."), blockStop(0),
+	reply := stream(messageStart(5), textStart(0), textDelta(0, "Hi."), blockStop(0),
 		toolStart(1, "toolu_1", "get_weather"), inputDelta(1, ""), inputDelta(1, `{"loc`), inputDelta(1, `ation":"Oslo"}`), blockStop(1),
-		messageDelta("tool_use", 5), messageStop))
-	got, err := collect(t, mustClient(t, f, nil), hello)
-	require.NoError(t, err)
-	var pieces []llm.ToolCallDelta
-	for _, c := range got.chunks {
-		if c.ToolCall != nil {
-			pieces = append(pieces, *c.ToolCall)
-		}
-	}
-	assert.Equal(t, []llm.ToolCallDelta{
+		messageDelta("tool_use", 5), messageStop)
+	adapter.CheckToolCallPieces(t, reply, []llm.ToolCallDelta{
 		{Index: 0, ID: "toolu_1", Name: "get_weather"},
 		{Index: 0, Arguments: `{"loc`},
 		{Index: 0, Arguments: `ation":"Oslo"}`},
-	}, pieces)
+	})
 }
 
 // TestClient_Stream_Request checks the request the server receives.
 func TestClient_Stream_Request(t *testing.T) {
-	f := newFake(t, textReply("ok", 1, 1))
+	s := llmtest.NewServer(t, textReply("ok", 1, 1))
 	temp := 0.3
 	req := llm.Request{
 		System: "You are terse.",
@@ -133,14 +114,14 @@ func TestClient_Stream_Request(t *testing.T) {
 			Parameters: json.RawMessage(`{"type":"object","properties":{"timezone":{"type":"string"}},"required":["timezone"],"additionalProperties":false}`)}},
 		Temperature: &temp,
 	}
-	_, err := collect(t, mustClient(t, f, nil), req)
+	_, err := llmtest.Collect(t, mustClient(t, s, nil), req)
 	require.NoError(t, err)
 
-	got := f.requests()
+	got := s.Requests()
 	require.Len(t, got, 1)
-	assert.Equal(t, "/v1/messages", got[0].path)
-	assert.Equal(t, testKey, got[0].header.Get("X-Api-Key"))
-	assert.NotEmpty(t, got[0].header.Get("Anthropic-Version"))
+	assert.Equal(t, "/v1/messages", got[0].Path)
+	assert.Equal(t, testKey, got[0].Header.Get("X-Api-Key"))
+	assert.NotEmpty(t, got[0].Header.Get("Anthropic-Version"))
 	assert.JSONEq(t, `{
 		"model": "claude-sonnet-4-5",
 		"stream": true,
@@ -163,7 +144,7 @@ func TestClient_Stream_Request(t *testing.T) {
 		],
 		"tools": [{"name": "current_time", "description": "Returns the current time.",
 			"input_schema": {"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"], "additionalProperties": false}}]
-	}`, string(got[0].raw))
+	}`, string(got[0].Raw))
 }
 
 // TestClient_Stream_History checks how histories the API would reject are
@@ -206,10 +187,10 @@ func TestClient_Stream_History(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake(t, textReply("ok", 1, 1))
-			_, err := collect(t, mustClient(t, f, nil), llm.Request{Messages: tt.msgs})
+			s := llmtest.NewServer(t, textReply("ok", 1, 1))
+			_, err := llmtest.Collect(t, mustClient(t, s, nil), llm.Request{Messages: tt.msgs})
 			require.NoError(t, err)
-			assert.JSONEq(t, tt.want, bodyJSON(t, f.requests()[0], "messages"))
+			assert.JSONEq(t, tt.want, s.Requests()[0].Member(t, "messages"))
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kerneld/kerneld/internal/llm"
 	"github.com/kerneld/kerneld/internal/llm/anthropic"
+	"github.com/kerneld/kerneld/internal/llm/llmtest"
 )
 
 const signature = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"
@@ -28,21 +29,21 @@ var afterTool = []llm.Message{
 // streamed as reasoning, and the signed thinking block goes back, first in
 // the assistant message, with the tool results, as the API requires.
 func TestClient_Stream_Thinking(t *testing.T) {
-	f := newFake(t, thinkingToolReply, textReply("It is noon.", 80, 10))
-	p := mustClient(t, f, map[string]any{"thinking_budget": 2048})
+	s := llmtest.NewServer(t, thinkingToolReply, textReply("It is noon.", 80, 10))
+	p := mustClient(t, s, map[string]any{"thinking_budget": 2048})
 
-	first, err := collect(t, p, llm.Request{Messages: afterTool[:1]})
+	first, err := llmtest.Collect(t, p, llm.Request{Messages: afterTool[:1]})
 	require.NoError(t, err)
-	assert.Equal(t, "The user wants the time.", first.reasoning)
-	second, err := collect(t, p, llm.Request{Messages: afterTool})
+	assert.Equal(t, "The user wants the time.", first.Reasoning)
+	second, err := llmtest.Collect(t, p, llm.Request{Messages: afterTool})
 	require.NoError(t, err)
-	assert.Equal(t, "It is noon.", second.text)
+	assert.Equal(t, "It is noon.", second.Text)
 
-	got := f.requests()
+	got := s.Requests()
 	require.Len(t, got, 2)
 	for _, r := range got {
-		assert.JSONEq(t, `{"type":"enabled","budget_tokens":2048}`, bodyJSON(t, r, "thinking"))
-		assert.NotContains(t, r.body, "temperature")
+		assert.JSONEq(t, `{"type":"enabled","budget_tokens":2048}`, r.Member(t, "thinking"))
+		assert.NotContains(t, r.Body, "temperature")
 	}
 	assert.JSONEq(t, `[
 		{"role":"user","content":[{"type":"text","text":"What time is it?"}]},
@@ -51,26 +52,26 @@ func TestClient_Stream_Thinking(t *testing.T) {
 			{"type":"tool_use","id":"toolu_t","name":"current_time","input":{}}
 		]},
 		{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_t","content":[{"type":"text","text":"{\"time\":\"12:00\"}"}]}]}
-	]`, bodyJSON(t, got[1], "messages"))
+	]`, got[1].Member(t, "messages"))
 }
 
 // TestClient_Stream_ThinkingUnknown: a tool loop whose thinking this client
 // never saw (say, from before a restart) goes without thinking rather than
 // be rejected for lacking it.
 func TestClient_Stream_ThinkingUnknown(t *testing.T) {
-	f := newFake(t, textReply("It is noon.", 80, 10))
-	_, err := collect(t, mustClient(t, f, map[string]any{"thinking_budget": 2048}), llm.Request{Messages: afterTool})
+	s := llmtest.NewServer(t, textReply("It is noon.", 80, 10))
+	_, err := llmtest.Collect(t, mustClient(t, s, map[string]any{"thinking_budget": 2048}), llm.Request{Messages: afterTool})
 	require.NoError(t, err)
-	assert.NotContains(t, f.requests()[0].body, "thinking")
+	assert.NotContains(t, s.Requests()[0].Body, "thinking")
 }
 
 // TestClient_Stream_NoThinking: without the option, thinking stays off.
 func TestClient_Stream_NoThinking(t *testing.T) {
-	f := newFake(t, textReply("Hi", 1, 1))
-	p, err := anthropic.New(llm.ModelConfig{Name: "claude-sonnet-4-5", BaseURL: f.srv.URL, APIKey: testKey, MaxTokens: 1000})
+	s := llmtest.NewServer(t, textReply("Hi", 1, 1))
+	p, err := anthropic.New(llm.ModelConfig{Name: "claude-sonnet-4-5", BaseURL: s.URL(), APIKey: testKey, MaxTokens: 1000})
 	require.NoError(t, err)
-	_, err = collect(t, p, hello)
+	_, err = llmtest.Collect(t, p, llmtest.Hello)
 	require.NoError(t, err)
-	assert.NotContains(t, f.requests()[0].body, "thinking")
-	assert.InDelta(t, 1000, f.requests()[0].body["max_tokens"], 0)
+	assert.NotContains(t, s.Requests()[0].Body, "thinking")
+	assert.InDelta(t, 1000, s.Requests()[0].Body["max_tokens"], 0)
 }

@@ -5,74 +5,38 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kerneld/kerneld/internal/llm"
+	"github.com/kerneld/kerneld/internal/llm/llmtest"
 	"github.com/kerneld/kerneld/internal/llm/openai"
 )
 
 // testKey is the API key the tests configure; no error may show it.
 const testKey = "sk-test-Z9y8X7w6V5u4"
 
-// fakeServer speaks OpenAI's Chat Completions streaming wire format. Each
-// request gets the next reply of its script (the last one repeats), and
-// the server keeps what it received.
-type fakeServer struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	replies []reply
-	got     []received
-}
+// adapter lets the checks shared with llm/anthropic reach this client.
+var adapter = llmtest.Adapter{Name: "openai", APIKey: testKey, Dial: mustClient, OK: ok, Slow: slowStream}
 
-// reply answers one request.
-type reply func(w http.ResponseWriter, r *http.Request)
+// baseURL is what an agent's base_url would say for the server.
+func baseURL(s *llmtest.Server) string { return s.URL() + "/v1" }
 
-// received is one request as the server saw it.
-type received struct {
-	path   string
-	header http.Header
-	body   map[string]any
-	at     time.Time
-}
-
-func newFake(tb testing.TB, replies ...reply) *fakeServer {
+// mustClient builds a client for the server with extra options.
+func mustClient(tb testing.TB, s *llmtest.Server, opts map[string]any) llm.Provider {
 	tb.Helper()
-	f := &fakeServer{replies: replies}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	tb.Cleanup(f.srv.Close)
-	return f
+	p, err := openai.New(llm.ModelConfig{Provider: "openai", Name: "gpt-4o-mini", BaseURL: baseURL(s), APIKey: testKey, Options: opts})
+	require.NoError(tb, err)
+	return p
 }
 
-func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
-	var body map[string]any
-	_ = json.NewDecoder(r.Body).Decode(&body)
-	f.mu.Lock()
-	f.got = append(f.got, received{path: r.URL.Path, header: r.Header.Clone(), body: body, at: time.Now()})
-	next := f.replies[min(len(f.got), len(f.replies))-1]
-	f.mu.Unlock()
-	next(w, r)
-}
-
-// baseURL is what an agent's base_url would say for this server.
-func (f *fakeServer) baseURL() string { return f.srv.URL + "/v1" }
-
-// requests returns what the server has received so far.
-func (f *fakeServer) requests() []received {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]received(nil), f.got...)
-}
-
-// stream replies 200 with the events as SSE, flushing after each: a
-// JSON object or [DONE] becomes a data line, and text starting with ':' a
-// comment line, as OpenAI-compatible proxies send keep-alives.
-func stream(events ...string) reply {
+// stream replies 200 with the events as SSE, in OpenAI's Chat Completions
+// streaming format, flushing after each: a JSON object or [DONE] becomes a
+// data line, and text starting with ':' a comment line, as
+// OpenAI-compatible proxies send keep-alives.
+func stream(events ...string) llmtest.Reply {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for _, ev := range events {
@@ -90,27 +54,13 @@ func writeEvent(w http.ResponseWriter, ev string) {
 	w.(http.Flusher).Flush()
 }
 
-// cut sends the events, then drops the connection mid-stream.
-func cut(events ...string) reply {
-	return func(w http.ResponseWriter, r *http.Request) {
-		stream(events...)(w, r)
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err == nil {
-			_ = conn.Close()
-		}
-	}
-}
+// ok is a complete, successful stream.
+var ok = stream(roleChunk(), textChunk("Hello"), finishChunk("stop"), usageChunk(3, 1), done)
 
-// status replies with an error status, headers and a body.
-func status(code int, headers map[string]string, body string) reply {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		for k, v := range headers {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(code)
-		_, _ = io.WriteString(w, body)
-	}
+// slowStream streams a token every 20ms until the client leaves, then
+// closes closed.
+func slowStream(closed chan<- struct{}) llmtest.Reply {
+	return llmtest.Trickle(closed, writeEvent, textChunk("tok "), roleChunk())
 }
 
 // The chat.completion.chunk objects below are what OpenAI streams, field
@@ -159,59 +109,3 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
-
-// mustClient builds a client for the fake server with extra options.
-func mustClient(tb testing.TB, f *fakeServer, opts map[string]any) llm.Provider {
-	tb.Helper()
-	p, err := openai.New(llm.ModelConfig{Provider: "openai", Name: "gpt-4o-mini", BaseURL: f.baseURL(), APIKey: testKey, Options: opts})
-	require.NoError(tb, err)
-	return p
-}
-
-// result is a streamed response put back together.
-type result struct {
-	chunks    []llm.Chunk
-	text      string
-	reasoning string
-	calls     []call // by index
-	usage     *llm.Usage
-}
-
-type call struct{ id, name, args string }
-
-// collect streams req and assembles what was emitted.
-func collect(tb testing.TB, p llm.Provider, req llm.Request) (result, error) {
-	tb.Helper()
-	var r result
-	err := p.Stream(tb.Context(), req, func(c llm.Chunk) error {
-		r.add(c)
-		return nil
-	})
-	return r, err
-}
-
-func (r *result) add(c llm.Chunk) {
-	r.chunks = append(r.chunks, c)
-	r.text += c.Text
-	r.reasoning += c.Reasoning
-	if c.Usage != nil {
-		u := *c.Usage
-		r.usage = &u
-	}
-	if d := c.ToolCall; d != nil {
-		for len(r.calls) <= d.Index {
-			r.calls = append(r.calls, call{})
-		}
-		cl := &r.calls[d.Index]
-		if cl.id == "" {
-			cl.id = d.ID
-		}
-		if cl.name == "" {
-			cl.name = d.Name
-		}
-		cl.args += d.Arguments
-	}
-}
-
-// hello is a request with one user message.
-var hello = llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "Hello"}}}

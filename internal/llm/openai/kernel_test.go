@@ -1,7 +1,6 @@
 package openai_test
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/llm"
+	"github.com/kerneld/kerneld/internal/llm/llmtest"
 	"github.com/kerneld/kerneld/internal/llm/openai"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/session/aguitest"
@@ -28,7 +28,7 @@ func mustKernel(tb testing.TB, agentYAML string) *kerneltest.Kernel {
 // TestKernel_RunThroughOpenAI runs a real kernel against the fake server
 // through a tool-call round trip.
 func TestKernel_RunThroughOpenAI(t *testing.T) {
-	f := newFake(t,
+	s := llmtest.NewServer(t,
 		stream(roleChunk(), textChunk("Let me check."), callStart(0, "call_t1", "current_time"),
 			callArgs(0, `{"timezone":`), callArgs(0, `"UTC"}`), finishChunk("tool_calls"), usageChunk(120, 18), done),
 		stream(roleChunk(), textChunk("It is "), textChunk("noon UTC."), finishChunk("stop"), usageChunk(160, 6), done),
@@ -38,7 +38,7 @@ name: gpt
 model:
   provider: openai
   name: gpt-4o-mini
-  base_url: `+f.baseURL()+`
+  base_url: `+baseURL(s)+`
   api_key: `+testKey+`
 system_prompt: You are terse.
 tools: [current_time]
@@ -59,33 +59,28 @@ tools: [current_time]
 	result := kerneltest.Member(t, evs, session.EventToolCallResult, "content")
 	assert.Contains(t, result, "UTC")
 
-	reqs := f.requests()
+	reqs := s.Requests()
 	require.Len(t, reqs, 2)
-	body := func(i int, name string) string {
-		b, err := json.Marshal(reqs[i].body[name])
-		require.NoError(t, err)
-		return string(b)
-	}
 	assert.JSONEq(t, `[{"type":"function","function":{"name":"current_time","description":"Returns the current date and time in RFC 3339 format.",
-		"parameters":`+string(tools.CurrentTime{}.Definition().Parameters)+`}}]`, body(0, "tools"))
-	assert.JSONEq(t, `[{"role":"system","content":"You are terse."},{"role":"user","content":"What time is it?"}]`, body(0, "messages"))
+		"parameters":`+string(tools.CurrentTime{}.Definition().Parameters)+`}}]`, reqs[0].Member(t, "tools"))
+	assert.JSONEq(t, `[{"role":"system","content":"You are terse."},{"role":"user","content":"What time is it?"}]`, reqs[0].Member(t, "messages"))
 	assert.JSONEq(t, `[{"role":"system","content":"You are terse."},{"role":"user","content":"What time is it?"},
 		{"role":"assistant","content":"Let me check.","tool_calls":[{"id":"call_t1","type":"function",
 			"function":{"name":"current_time","arguments":"{\"timezone\":\"UTC\"}"}}]},
-		{"role":"tool","tool_call_id":"call_t1","content":`+result+`}]`, body(1, "messages"))
+		{"role":"tool","tool_call_id":"call_t1","content":`+result+`}]`, reqs[1].Member(t, "messages"))
 }
 
 // TestKernel_RunThroughOpenAI_Error: a failed call ends the run with
 // RUN_ERROR model_error and a message safe to show.
 func TestKernel_RunThroughOpenAI_Error(t *testing.T) {
-	f := newFake(t, status(401, nil, `{"error":{"message":"Incorrect API key provided: `+testKey+`.","type":"invalid_request_error","code":"invalid_api_key"}}`))
+	s := llmtest.NewServer(t, llmtest.Status(401, nil, `{"error":{"message":"Incorrect API key provided: `+testKey+`.","type":"invalid_request_error","code":"invalid_api_key"}}`))
 	k := mustKernel(t, `
 name: gpt
-model: {provider: openai, name: gpt-4o-mini, base_url: "`+f.baseURL()+`", api_key: `+testKey+`}
+model: {provider: openai, name: gpt-4o-mini, base_url: "`+baseURL(s)+`", api_key: `+testKey+`}
 `)
 	evs := kerneltest.RunToEnd(t, k.Kernel, "gpt", "Hi")
 	aguitest.Verify(t, evs)
 	assert.JSONEq(t, `"model_error"`, kerneltest.Member(t, evs, session.EventRunError, "code"))
 	assert.JSONEq(t, `"openai: 401 Unauthorized: Incorrect API key provided: [redacted]."`, kerneltest.Member(t, evs, session.EventRunError, "message"))
-	assert.Len(t, f.requests(), 1)
+	assert.Len(t, s.Requests(), 1)
 }

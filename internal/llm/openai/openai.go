@@ -61,11 +61,11 @@ func New(cfg llm.ModelConfig) (llm.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkBaseURL(cfg.BaseURL); err != nil {
+	if err := llm.CheckBaseURL(cfg.BaseURL, "http://localhost:11434/v1"); err != nil {
 		return nil, err
 	}
 	if cfg.APIKey == "" && cfg.BaseURL == "" {
-		return nil, errdefs.New(errdefs.ErrUnavailable, "missing_api_key", "model.api_key is empty").With("field", "model.api_key")
+		return nil, llm.MissingAPIKey()
 	}
 	return &Client{
 		chat:        openai.NewChatCompletionService(clientOptions(cfg)...),
@@ -97,18 +97,6 @@ func clientOptions(cfg llm.ModelConfig) []option.RequestOption {
 	return opts
 }
 
-// checkBaseURL rejects a base_url that is not an absolute http(s) URL.
-func checkBaseURL(raw string) error {
-	if raw == "" {
-		return nil
-	}
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errdefs.Invalid("base_url", "must be an http or https URL such as http://localhost:11434/v1")
-	}
-	return nil
-}
-
 // openaiHost is OpenAI's own API.
 const openaiHost = "api.openai.com"
 
@@ -135,18 +123,10 @@ func (c *Client) Stream(ctx context.Context, req llm.Request, emit func(llm.Chun
 func (c *Client) attempt(ctx context.Context, params openai.ChatCompletionNewParams, emit func(llm.Chunk) error) error {
 	var rec responseRecord
 	stream := c.chat.NewStreaming(ctx, params, option.WithMiddleware(rec.middleware))
-	defer func() { _ = stream.Close() }() // closing ends the HTTP stream; nothing to report
 	r := newReader(emit)
-	for stream.Next() {
-		if err := r.chunk(stream.Current()); err != nil {
-			return err
-		}
-	}
-	if err := stream.Err(); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return c.classify(err, &rec)
+	classify := func(err error) error { return c.classify(err, &rec) }
+	if err := llm.ReadEvents(ctx, stream, r.chunk, classify); err != nil {
+		return err
 	}
 	return r.end()
 }

@@ -8,133 +8,117 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kerneld/kerneld/internal/llm"
+	"github.com/kerneld/kerneld/internal/llm/llmtest"
 	"github.com/kerneld/kerneld/internal/llm/openai"
 )
 
 // TestClient_Stream_WireFormats feeds the client the streams OpenAI and
 // compatible servers send and checks what it emits.
 func TestClient_Stream_WireFormats(t *testing.T) {
-	tests := []struct {
-		name          string
-		events        []string
-		wantText      string
-		wantReasoning string
-		wantCalls     []call
-		wantUsage     *llm.Usage
-	}{
+	adapter.CheckStreams(t, []llmtest.StreamCase{
 		{
-			name:     "text only",
-			events:   []string{roleChunk(), textChunk("Hel"), textChunk("lo"), textChunk(" world"), finishChunk("stop"), usageChunk(9, 3), done},
-			wantText: "Hello world", wantUsage: &llm.Usage{InputTokens: 9, OutputTokens: 3},
+			Name:  "text only",
+			Reply: stream(roleChunk(), textChunk("Hel"), textChunk("lo"), textChunk(" world"), finishChunk("stop"), usageChunk(9, 3), done),
+			Want:  llmtest.Result{Text: "Hello world", Usage: &llm.Usage{InputTokens: 9, OutputTokens: 3}},
 		},
 		{
-			name: "one tool call, arguments split over many chunks",
-			events: []string{
+			Name: "one tool call, arguments split over many chunks",
+			Reply: stream(
 				chunk(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_abc","type":"function","function":{"name":"get_weather","arguments":""}}],"refusal":null}`, ""),
 				callArgs(0, `{"`), callArgs(0, `loc`), callArgs(0, `ation`), callArgs(0, `":"`), callArgs(0, `Par`), callArgs(0, `is"}`),
 				finishChunk("tool_calls"), usageChunk(40, 17), done,
+			),
+			Want: llmtest.Result{
+				Calls: []llmtest.Call{{ID: "call_abc", Name: "get_weather", Args: `{"location":"Paris"}`}},
+				Usage: &llm.Usage{InputTokens: 40, OutputTokens: 17},
 			},
-			wantCalls: []call{{"call_abc", "get_weather", `{"location":"Paris"}`}},
-			wantUsage: &llm.Usage{InputTokens: 40, OutputTokens: 17},
 		},
 		{
-			name: "two parallel tool calls",
-			events: []string{
+			Name: "two parallel tool calls",
+			Reply: stream(
 				roleChunk(),
 				callStart(0, "call_1", "get_weather"), callArgs(0, `{"location":`), callArgs(0, `"Paris"}`),
 				callStart(1, "call_2", "get_weather"), callArgs(1, `{"location":`), callArgs(1, `"Rome"}`),
 				finishChunk("tool_calls"), usageChunk(50, 30), done,
+			),
+			Want: llmtest.Result{
+				Calls: []llmtest.Call{
+					{ID: "call_1", Name: "get_weather", Args: `{"location":"Paris"}`},
+					{ID: "call_2", Name: "get_weather", Args: `{"location":"Rome"}`},
+				},
+				Usage: &llm.Usage{InputTokens: 50, OutputTokens: 30},
 			},
-			wantCalls: []call{{"call_1", "get_weather", `{"location":"Paris"}`}, {"call_2", "get_weather", `{"location":"Rome"}`}},
-			wantUsage: &llm.Usage{InputTokens: 50, OutputTokens: 30},
 		},
 		{
-			name: "whole calls in one chunk each, without index (Ollama)",
-			events: []string{
+			Name: "whole calls in one chunk each, without index (Ollama)",
+			Reply: stream(
 				chunk(`{"role":"assistant","content":"","tool_calls":[{"id":"call_x1","type":"function","function":{"name":"current_time","arguments":"{\"timezone\":\"UTC\"}"}}]}`, ""),
 				chunk(`{"role":"assistant","content":"","tool_calls":[{"id":"call_x2","type":"function","function":{"name":"memory_get","arguments":"{\"key\":\"name\"}"}}]}`, ""),
 				finishChunk("stop"), done,
-			},
-			wantCalls: []call{{"call_x1", "current_time", `{"timezone":"UTC"}`}, {"call_x2", "memory_get", `{"key":"name"}`}},
+			),
+			Want: llmtest.Result{Calls: []llmtest.Call{
+				{ID: "call_x1", Name: "current_time", Args: `{"timezone":"UTC"}`},
+				{ID: "call_x2", Name: "memory_get", Args: `{"key":"name"}`},
+			}},
 		},
 		{
-			name: "text, then a tool call",
-			events: []string{
+			Name: "text, then a tool call",
+			Reply: stream(
 				roleChunk(), textChunk("Let me check."), callStart(0, "call_1", "current_time"), callArgs(0, "{}"),
 				finishChunk("tool_calls"), usageChunk(12, 8), done,
+			),
+			Want: llmtest.Result{
+				Text:  "Let me check.",
+				Calls: []llmtest.Call{{ID: "call_1", Name: "current_time", Args: "{}"}},
+				Usage: &llm.Usage{InputTokens: 12, OutputTokens: 8},
 			},
-			wantText: "Let me check.", wantCalls: []call{{"call_1", "current_time", "{}"}},
-			wantUsage: &llm.Usage{InputTokens: 12, OutputTokens: 8},
 		},
 		{
-			name: "reasoning_content (DeepSeek, vLLM)",
-			events: []string{
+			Name: "reasoning_content (DeepSeek, vLLM)",
+			Reply: stream(
 				chunk(`{"role":"assistant","content":null,"reasoning_content":""}`, ""),
 				chunk(`{"content":null,"reasoning_content":"Six times seven"}`, ""),
 				chunk(`{"content":null,"reasoning_content":" is 42."}`, ""),
 				chunk(`{"content":"42","reasoning_content":null}`, ""),
 				finishChunk("stop"), usageChunk(10, 20), done,
-			},
-			wantText: "42", wantReasoning: "Six times seven is 42.", wantUsage: &llm.Usage{InputTokens: 10, OutputTokens: 20},
+			),
+			Want: llmtest.Result{Text: "42", Reasoning: "Six times seven is 42.", Usage: &llm.Usage{InputTokens: 10, OutputTokens: 20}},
 		},
 		{
-			name: "reasoning (Ollama), keep-alive comments",
-			events: []string{
+			Name: "reasoning (Ollama), keep-alive comments",
+			Reply: stream(
 				": keep-alive",
 				chunk(`{"role":"assistant","content":"","reasoning":"Hmm."}`, ""),
 				": keep-alive",
 				chunk(`{"role":"assistant","content":"Hi!"}`, ""),
 				finishChunk("stop"), done,
-			},
-			wantText: "Hi!", wantReasoning: "Hmm.",
+			),
+			Want: llmtest.Result{Text: "Hi!", Reasoning: "Hmm."},
 		},
 		{
-			name:     "max_tokens reached is a short answer",
-			events:   []string{roleChunk(), textChunk("Once upon"), finishChunk("length"), usageChunk(5, 2), done},
-			wantText: "Once upon", wantUsage: &llm.Usage{InputTokens: 5, OutputTokens: 2},
+			Name:  "max_tokens reached is a short answer",
+			Reply: stream(roleChunk(), textChunk("Once upon"), finishChunk("length"), usageChunk(5, 2), done),
+			Want:  llmtest.Result{Text: "Once upon", Usage: &llm.Usage{InputTokens: 5, OutputTokens: 2}},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFake(t, stream(tt.events...))
-			got, err := collect(t, mustClient(t, f, nil), hello)
-			require.NoError(t, err)
-			assert.Equal(t, tt.wantText, got.text)
-			assert.Equal(t, tt.wantReasoning, got.reasoning)
-			assert.Equal(t, tt.wantCalls, got.calls)
-			assert.Equal(t, tt.wantUsage, got.usage)
-			if tt.wantUsage != nil {
-				assert.NotNil(t, got.chunks[len(got.chunks)-1].Usage, "usage comes last")
-			}
-			assert.Len(t, f.requests(), 1)
-		})
-	}
+	})
 }
 
 // TestClient_Stream_ToolCallPieces: the kernel gets the id and name with
 // a call's first piece and each arguments fragment as it arrives.
 func TestClient_Stream_ToolCallPieces(t *testing.T) {
-	f := newFake(t, stream(roleChunk(), callStart(0, "call_1", "get_weather"), callArgs(0, `{"loc`), callArgs(0, `ation":"Oslo"}`),
-		finishChunk("tool_calls"), done))
-	got, err := collect(t, mustClient(t, f, nil), hello)
-	require.NoError(t, err)
-	var pieces []llm.ToolCallDelta
-	for _, c := range got.chunks {
-		if c.ToolCall != nil {
-			pieces = append(pieces, *c.ToolCall)
-		}
-	}
-	assert.Equal(t, []llm.ToolCallDelta{
+	reply := stream(roleChunk(), callStart(0, "call_1", "get_weather"), callArgs(0, `{"loc`), callArgs(0, `ation":"Oslo"}`),
+		finishChunk("tool_calls"), done)
+	adapter.CheckToolCallPieces(t, reply, []llm.ToolCallDelta{
 		{Index: 0, ID: "call_1", Name: "get_weather"},
 		{Index: 0, Arguments: `{"loc`},
 		{Index: 0, Arguments: `ation":"Oslo"}`},
-	}, pieces)
+	})
 }
 
 // TestClient_Stream_Request checks the request body and headers the server
 // receives.
 func TestClient_Stream_Request(t *testing.T) {
-	f := newFake(t, stream(roleChunk(), textChunk("ok"), finishChunk("stop"), done))
+	s := llmtest.NewServer(t, stream(roleChunk(), textChunk("ok"), finishChunk("stop"), done))
 	temp := 0.2
 	req := llm.Request{
 		System: "You are terse.",
@@ -154,15 +138,13 @@ func TestClient_Stream_Request(t *testing.T) {
 		Temperature: &temp,
 		MaxTokens:   256,
 	}
-	_, err := collect(t, mustClient(t, f, nil), req)
+	_, err := llmtest.Collect(t, mustClient(t, s, nil), req)
 	require.NoError(t, err)
 
-	got := f.requests()
+	got := s.Requests()
 	require.Len(t, got, 1)
-	assert.Equal(t, "/v1/chat/completions", got[0].path)
-	assert.Equal(t, "Bearer "+testKey, got[0].header.Get("Authorization"))
-	body, err := json.Marshal(got[0].body)
-	require.NoError(t, err)
+	assert.Equal(t, "/v1/chat/completions", got[0].Path)
+	assert.Equal(t, "Bearer "+testKey, got[0].Header.Get("Authorization"))
 	assert.JSONEq(t, `{
 		"model": "gpt-4o-mini",
 		"stream": true,
@@ -183,23 +165,23 @@ func TestClient_Stream_Request(t *testing.T) {
 		],
 		"tools": [{"type": "function", "function": {"name": "current_time", "description": "Returns the current time.",
 			"parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}}}}]
-	}`, string(body))
+	}`, string(got[0].Raw))
 }
 
 // TestClient_Stream_LocalServer: with a base_url and no key (Ollama), no
 // Authorization header is sent, and a request without tools or settings
 // carries none of them.
 func TestClient_Stream_LocalServer(t *testing.T) {
-	f := newFake(t, stream(roleChunk(), textChunk("ok"), finishChunk("stop"), done))
-	p, err := openai.New(llm.ModelConfig{Provider: "openai", Name: "llama3.2", BaseURL: f.baseURL()})
+	s := llmtest.NewServer(t, stream(roleChunk(), textChunk("ok"), finishChunk("stop"), done))
+	p, err := openai.New(llm.ModelConfig{Provider: "openai", Name: "llama3.2", BaseURL: baseURL(s)})
 	require.NoError(t, err)
-	_, err = collect(t, p, hello)
+	_, err = llmtest.Collect(t, p, llmtest.Hello)
 	require.NoError(t, err)
-	got := f.requests()
+	got := s.Requests()
 	require.Len(t, got, 1)
-	assert.Empty(t, got[0].header.Get("Authorization"))
-	assert.Equal(t, "llama3.2", got[0].body["model"])
+	assert.Empty(t, got[0].Header.Get("Authorization"))
+	assert.Equal(t, "llama3.2", got[0].Body["model"])
 	for _, absent := range []string{"tools", "temperature", "max_tokens", "max_completion_tokens"} {
-		assert.NotContains(t, got[0].body, absent)
+		assert.NotContains(t, got[0].Body, absent)
 	}
 }

@@ -1,10 +1,10 @@
 # kerneld — see README.md. Every target works on a fresh clone with Go 1.26;
-# Node 20+ (optional) enables the AG-UI conformance tests.
+# Node 20+ (optional) enables the AG-UI conformance and reference MCP server tests.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: build run test test-integration lint bench golden check agui docker clean
+.PHONY: build run test test-integration lint bench golden check agui mcp testdeps docker clean
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kerneld ./cmd/kerneld
@@ -19,10 +19,21 @@ agui:
 		[ -d test/agui/node_modules/@ag-ui/client ] || npm ci --prefix test/agui --no-audit --no-fund --loglevel=error; \
 	else echo "npm not found: AG-UI conformance tests will be skipped"; fi
 
-test: agui
+# mcp installs the reference MCP server (server-everything) the
+# internal/tools/mcp tests run, when npm is available; without it those
+# tests skip and say why.
+mcp:
+	@if command -v npm >/dev/null 2>&1; then \
+		[ -d test/mcp/node_modules/@modelcontextprotocol/server-everything ] || npm ci --prefix test/mcp --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: reference MCP server tests will be skipped"; fi
+
+# testdeps installs what the optional test suites need.
+testdeps: agui mcp
+
+test: testdeps
 	go test -race -count=1 ./...
 
-test-integration: agui
+test-integration: testdeps
 	go test -race -count=1 -tags=integration ./...
 
 lint:
@@ -34,7 +45,7 @@ bench:
 golden:
 	go test ./internal/httpapi -run Golden -update
 
-check: agui
+check: testdeps
 	go mod tidy -diff
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
 	go vet ./...

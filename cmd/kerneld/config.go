@@ -69,6 +69,7 @@ type SessionsConfig struct {
 	MaxMemoryValueBytes int           `yaml:"max_memory_value_bytes"`
 	MaxInputBytes       int           `yaml:"max_input_bytes"`
 	ToolTimeout         time.Duration `yaml:"tool_timeout"`
+	MaxQueued           int           `yaml:"max_queued"` // inputs waiting behind a session's active run
 }
 
 // DefaultConfig returns the configuration used where nothing else is set.
@@ -85,7 +86,7 @@ func DefaultConfig() Config {
 		Sessions: SessionsConfig{
 			DeleteAfter: 24 * time.Hour, SweepInterval: time.Minute,
 			MaxMemoryEntries: l.MaxMemoryEntries, MaxMemoryValueBytes: l.MaxMemoryValueBytes,
-			MaxInputBytes: l.MaxInputBytes, ToolTimeout: l.ToolTimeout,
+			MaxInputBytes: l.MaxInputBytes, ToolTimeout: l.ToolTimeout, MaxQueued: l.MaxQueued,
 		},
 	}
 }
@@ -257,5 +258,6 @@ func (c Config) limits() kernel.Limits {
 	l.MaxMemoryValueBytes = c.Sessions.MaxMemoryValueBytes
 	l.MaxInputBytes = c.Sessions.MaxInputBytes
 	l.ToolTimeout = c.Sessions.ToolTimeout
+	l.MaxQueued = c.Sessions.MaxQueued
 	return l
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kerneld/kerneld/internal/kernel"
 )
 
 // env returns a getenv over a fixed map.
@@ -30,6 +32,7 @@ http:
   addr: 127.0.0.1:9000
   heartbeat: 5s
 log: {format: json}
+sessions: {max_queued: 3}
 auth:
   api_keys: [{key: "${KEY}", tenant: acme}]
 `)
@@ -45,6 +48,12 @@ auth:
 			}
 			if c.HTTP.ShutdownTimeout != 10*time.Second {
 				t.Errorf("shutdown_timeout = %v, want the default", c.HTTP.ShutdownTimeout)
+			}
+			if got := c.limits().MaxQueued; got != 3 {
+				t.Errorf("sessions.max_queued gives a limit of %d, want 3", got)
+			}
+			if got := c.limits().MaxInputBytes; got != kernel.DefaultLimits().MaxInputBytes {
+				t.Errorf("max_input_bytes = %d, want the default", got)
 			}
 			if got := c.apiKeys()["s3cret"]; got != "acme" {
 				t.Errorf("${KEY} expanded to tenant %q", got)

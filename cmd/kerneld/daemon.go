@@ -26,6 +26,7 @@ import (
 	"github.com/kerneld/kerneld/internal/store/memory"
 	"github.com/kerneld/kerneld/internal/store/sqlite"
 	"github.com/kerneld/kerneld/internal/tools"
+	"github.com/kerneld/kerneld/internal/tools/mcp"
 )
 
 // store is a kernel store the daemon owns and closes last.
@@ -107,6 +108,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		Limits: cfg.limits(), Retention: cfg.retention(),
 		Observers: []kernel.Observer{d.streams, d.metrics, kernel.LogObserver{Log: d.log.With("system", "kernel")}},
 		Logger:    d.log.With("system", "kernel"),
+		MCP:       mcp.Options{Logger: d.log}, // it adds system=mcp
 	})
 	if err == nil {
 		_, err = d.kernel.Recover(ctx)

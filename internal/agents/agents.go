@@ -167,6 +167,12 @@ func withDefaults(s Spec) Spec {
 	if s.ApprovalTimeout == 0 {
 		s.ApprovalTimeout = defaultApprovalTimeout
 	}
+	s.MCPServers = slices.Clone(s.MCPServers) // the caller's slice stays as it was
+	for i := range s.MCPServers {
+		if s.MCPServers[i].CallTimeout == 0 {
+			s.MCPServers[i].CallTimeout = defaultMCPCallTimeout
+		}
+	}
 	return s
 }
 

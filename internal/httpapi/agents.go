@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
@@ -17,6 +18,14 @@ type agentToolResponse struct {
 	Description     string          `json:"description"`
 	Parameters      json.RawMessage `json:"parameters"`
 	RequireApproval bool            `json:"require_approval"`
+	MCPServer       *string         `json:"mcp_server"`
+}
+
+type agentMCPServerResponse struct {
+	Name      string  `json:"name"`
+	Transport string  `json:"transport"`
+	State     string  `json:"state"`
+	Error     *string `json:"error"`
 }
 
 type agentLimitsResponse struct {
@@ -28,22 +37,26 @@ type agentLimitsResponse struct {
 // agentResponse describes an agent. It is built field by field: the spec
 // holds the expanded API key, which must never reach a client.
 type agentResponse struct {
-	Name               string              `json:"name"`
-	Description        string              `json:"description"`
-	Model              agentModelResponse  `json:"model"`
-	Tools              []agentToolResponse `json:"tools"`
-	MaxTurns           int                 `json:"max_turns"`
-	Limits             agentLimitsResponse `json:"limits"`
-	MaxHistoryMessages int                 `json:"max_history_messages"`
-	Available          bool                `json:"available"`
-	UnavailableReason  *string             `json:"unavailable_reason"`
+	Name               string                   `json:"name"`
+	Description        string                   `json:"description"`
+	Model              agentModelResponse       `json:"model"`
+	Tools              []agentToolResponse      `json:"tools"`
+	MaxTurns           int                      `json:"max_turns"`
+	Limits             agentLimitsResponse      `json:"limits"`
+	MaxHistoryMessages int                      `json:"max_history_messages"`
+	Available          bool                     `json:"available"`
+	UnavailableReason  *string                  `json:"unavailable_reason"`
+	MCPServers         []agentMCPServerResponse `json:"mcp_servers"`
 }
 
-func (s *Server) toAgentResponse(a agents.Spec) agentResponse {
+// toAgentResponse describes agent a. With startMCP, its MCP servers are
+// started so that their tools can be listed.
+func (s *Server) toAgentResponse(ctx context.Context, a agents.Spec, startMCP bool) agentResponse {
+	tools, servers := s.kernel.AgentTools(ctx, a, startMCP)
 	out := agentResponse{
 		Name: a.Name, Description: a.Description,
 		Model:    agentModelResponse{Provider: a.Model.Provider, Name: a.Model.Name},
-		Tools:    make([]agentToolResponse, 0, len(a.Tools)),
+		Tools:    make([]agentToolResponse, len(tools)),
 		MaxTurns: a.MaxTurns,
 		Limits: agentLimitsResponse{
 			MaxChildren: a.Limits.MaxChildren, MaxDepth: a.Limits.MaxDepth,
@@ -51,12 +64,19 @@ func (s *Server) toAgentResponse(a agents.Spec) agentResponse {
 		},
 		MaxHistoryMessages: a.Memory.MaxHistoryMessages,
 		Available:          a.Unavailable == "", UnavailableReason: nullable(a.Unavailable),
+		MCPServers: make([]agentMCPServerResponse, len(servers)),
 	}
-	for _, ref := range a.Tools {
-		d, _ := s.kernel.ToolDefinition(a, ref.Name)
-		out.Tools = append(out.Tools, agentToolResponse{
-			Name: ref.Name, Description: d.Description, Parameters: d.Parameters, RequireApproval: ref.RequireApproval,
-		})
+	for i, t := range tools {
+		out.Tools[i] = agentToolResponse{
+			Name: t.Name, Description: t.Description, Parameters: t.Parameters,
+			RequireApproval: t.RequireApproval, MCPServer: nullable(t.Server),
+		}
+	}
+	for i, st := range servers {
+		out.MCPServers[i] = agentMCPServerResponse{Name: st.Name, Transport: st.Transport, State: st.State}
+		if st.Err != nil {
+			out.MCPServers[i].Error = nullable(st.Err.Error())
+		}
 	}
 	return out
 }
@@ -65,21 +85,24 @@ type agentListResponse struct {
 	Data []agentResponse `json:"data"`
 }
 
-// handleAgentList handles "GET /agents".
+// handleAgentList handles "GET /agents". It starts no MCP server: a
+// server's tools are listed once a run or GET /agents/{name} started it.
 func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) error {
 	specs := s.kernel.Agents()
 	out := agentListResponse{Data: make([]agentResponse, len(specs))}
 	for i, a := range specs {
-		out.Data[i] = s.toAgentResponse(a)
+		out.Data[i] = s.toAgentResponse(r.Context(), a, false)
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
 
-// handleAgentGet handles "GET /agents/{name}".
+// handleAgentGet handles "GET /agents/{name}". It starts the agent's MCP
+// servers, so that it lists their tools, or the error that kept one from
+// starting.
 func (s *Server) handleAgentGet(w http.ResponseWriter, r *http.Request) error {
 	a, err := s.kernel.Agent(r.PathValue("name"))
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.toAgentResponse(a))
+	return writeJSON(w, http.StatusOK, s.toAgentResponse(r.Context(), a, true))
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/tools"
+	"github.com/kerneld/kerneld/internal/tools/mcp"
 )
 
 // Limits bound what clients and agents may store and do.
@@ -67,6 +68,9 @@ type Config struct {
 	Now       func() time.Time // defaults to time.Now
 	Limits    Limits           // zero fields take DefaultLimits values
 	Retention Retention        // zero fields take their defaults
+	// MCP tunes how the agents' MCP servers are started and restarted;
+	// the kernel owns the servers and stops them on Close.
+	MCP mcp.Options
 }
 
 // Kernel owns all live runs and the goroutines that execute them.
@@ -79,6 +83,7 @@ type Kernel struct {
 	now       func() time.Time
 	limits    Limits
 	retention Retention
+	mcp       *mcp.Manager // the agents' MCP servers, shared by every run
 
 	ctx    context.Context // parent of every run; cancelled by Close
 	cancel context.CancelFunc
@@ -151,6 +156,10 @@ func New(cfg Config) (*Kernel, error) {
 	if k.log == nil {
 		k.log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.MCP.Logger == nil {
+		cfg.MCP.Logger = k.log
+	}
+	k.mcp = mcp.NewManager(cfg.MCP)
 	clock := cfg.Now
 	if clock == nil {
 		clock = time.Now
@@ -191,7 +200,8 @@ func withDefaults(l Limits) Limits {
 
 // Close refuses new runs, cancels the running ones (they end as
 // interrupted, closing everything they opened), stops the retention
-// sweeper and waits for all of them, or for ctx to end.
+// sweeper and waits for all of them, or for ctx to end. Then it stops the
+// MCP servers, which the runs no longer need.
 func (k *Kernel) Close(ctx context.Context) error {
 	k.mu.Lock()
 	k.closed = true
@@ -204,11 +214,20 @@ func (k *Kernel) Close(ctx context.Context) error {
 	go func() { k.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		return nil
+		return k.mcp.Close(ctx)
 	case <-ctx.Done():
-		return fmt.Errorf("close kernel: %w", ctx.Err())
+		// Stop the servers even so: a server left behind outlives kerneld
+		// in a process group of its own. Stopping one is bounded (a few
+		// seconds for a server that ignores its stdin closing).
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mcpStopGrace)
+		defer cancel()
+		return errors.Join(fmt.Errorf("close kernel: %w", ctx.Err()), k.mcp.Close(mctx))
 	}
 }
+
+// mcpStopGrace bounds stopping the MCP servers once Close's own deadline
+// has passed.
+const mcpStopGrace = 5 * time.Second
 
 // checkOpen returns ErrUnavailable once Close has been called.
 func (k *Kernel) checkOpen() error {
@@ -240,19 +259,6 @@ func (k *Kernel) Agents() []agents.Spec { return k.agents.List() }
 
 // Agent returns the named agent definition.
 func (k *Kernel) Agent(name string) (agents.Spec, error) { return k.agents.Get(name) }
-
-// ToolDefinition returns how the named tool of agent spec is described
-// to its model.
-func (k *Kernel) ToolDefinition(spec agents.Spec, name string) (tools.Definition, bool) {
-	if name == SpawnAgentTool {
-		return spawnDefinition(spec), true
-	}
-	t, ok := k.tools.Get(name)
-	if !ok {
-		return tools.Definition{}, false
-	}
-	return t.Definition(), true
-}
 
 // lockSession locks the stripe guarding session id's record and returns
 // the unlock function.

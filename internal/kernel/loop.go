@@ -10,6 +10,7 @@ import (
 	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/llm"
 	"github.com/kerneld/kerneld/internal/session"
+	"github.com/kerneld/kerneld/internal/tools"
 )
 
 // Why a run stopped early. They are the causes of a run context's
@@ -44,10 +45,14 @@ type runner struct {
 	log     *slog.Logger
 	history []llm.Message // what the model sees, grown as the run goes
 	tools   []llm.Tool
-	usage   session.Usage
-	turn    *turn              // the model response streaming now, if any
-	pending []session.ToolCall // tool calls recorded but not yet answered
-	events  *eventWriter       // appends the run's events in the background
+	// mcpTools are the tools of the agent's MCP servers this run may call,
+	// by the name the model sees.
+	mcpTools map[string]tools.Tool
+	mcpDown  map[string]error // servers that could not start, by name
+	usage    session.Usage
+	turn     *turn              // the model response streaming now, if any
+	pending  []session.ToolCall // tool calls recorded but not yet answered
+	events   *eventWriter       // appends the run's events in the background
 	// undecided are calls whose approval was still awaited when the run
 	// stopped; their requests are resolved as cancelled.
 	undecided []string

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kerneld/kerneld/internal/llm"
 	"github.com/kerneld/kerneld/internal/session"
+	"github.com/kerneld/kerneld/internal/tools"
 )
 
 // prepare loads what every model call of the run needs: the history
@@ -23,12 +24,13 @@ func (r *runner) prepare(ctx context.Context) error {
 	for _, ref := range r.spec.Tools {
 		t, ok := r.k.tool(r, ref.Name)
 		if !ok {
-			continue // the registry validated the agent; a tool may vanish only on reload
+			continue // an MCP tool, offered by prepareMCP if its server runs
 		}
 		d := t.Definition()
 		r.tools = append(r.tools, llm.Tool{Name: d.Name, Description: d.Description, Parameters: d.Parameters})
 	}
-	return nil
+	r.mcpTools, r.mcpDown = make(map[string]tools.Tool), make(map[string]error)
+	return r.prepareMCP(ctx)
 }
 
 // request builds the model request for call n of the run: the system

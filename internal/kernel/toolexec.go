@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/tools"
 )
@@ -55,12 +57,24 @@ func (r *runner) resolveTool(c session.ToolCall) (tools.Tool, error) {
 	}
 	t, ok := r.k.tool(r, c.Name)
 	if !ok {
-		return nil, fmt.Errorf("tool %q is not installed", c.Name)
+		return nil, r.missingTool(c.Name)
 	}
 	if !isJSONObject(c.Arguments) {
 		return nil, errors.New("arguments must be a JSON object")
 	}
 	return t, nil
+}
+
+// missingTool explains why a tool the agent may call cannot be called.
+func (r *runner) missingTool(name string) error {
+	srv, ok := r.spec.MCPServerOf(name)
+	if !ok {
+		return fmt.Errorf("tool %q is not installed", name)
+	}
+	if err := r.mcpDown[srv.Name]; err != nil {
+		return fmt.Errorf("MCP server %q is unavailable: %w", srv.Name, err)
+	}
+	return fmt.Errorf("MCP server %q has no tool %q", srv.Name, strings.TrimPrefix(name, srv.Name+agents.MCPSeparator))
 }
 
 // invoke calls t with the per-call timeout. A spawned agent is bounded by
@@ -69,6 +83,11 @@ func (r *runner) invoke(ctx context.Context, t tools.Tool, c session.ToolCall) (
 	timeout := r.k.limits.ToolTimeout
 	if c.Name == SpawnAgentTool {
 		timeout = runTimeout(r.spec.Limits.RunTimeout)
+	}
+	if srv, ok := r.spec.MCPServerOf(c.Name); ok {
+		// The server's own call_timeout ends the call, with a message that
+		// says so; this bound only backs it up.
+		timeout = srv.CallTimeout + time.Second
 	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -87,11 +106,14 @@ func isJSONObject(s string) bool {
 	return strings.HasPrefix(s, "{") && json.Valid([]byte(s))
 }
 
-// tool returns the named tool as run r may call it: a registered tool, or
-// spawn_agent bound to r.
+// tool returns the named tool as run r may call it: spawn_agent bound to
+// r, a tool of one of its agent's MCP servers, or a registered tool.
 func (k *Kernel) tool(r *runner, name string) (tools.Tool, bool) {
 	if name == SpawnAgentTool {
 		return spawnTool{r: r}, true
+	}
+	if t, ok := r.mcpTools[name]; ok {
+		return t, true
 	}
 	return k.tools.Get(name)
 }

@@ -11,7 +11,9 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}"
 
 # Run: distroless static, non-root. Outside a loopback-only setup kerneld
 # requires API keys, so pass KERNELD_API_KEYS (key or key:tenant, comma
-# separated) when running the container.
+# separated) when running the container. There is no Node or Python here:
+# agents reach MCP servers over HTTP, or a derived image adds the runtime
+# their stdio servers need.
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/kerneld /kerneld
 COPY --from=build --chown=nonroot:nonroot /out/data /data

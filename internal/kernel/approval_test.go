@@ -28,9 +28,10 @@ func awaitApprovals(t *testing.T, k *kerneltest.Kernel, rec *recorder, sessionID
 		all, err := k.Approvals(t.Context(), sessionID, run.ID)
 		r, _ := k.GetRun(t.Context(), sessionID, run.ID)
 		pending = all
-		return err == nil && len(all) == 2 && r.State == session.RunWaitingInput
+		// The run's record changes just before the session's.
+		return err == nil && len(all) == 2 && r.State == session.RunWaitingInput &&
+			mustGet(t, k.Kernel, sessionID).State == session.StateWaitingInput
 	}, waitTimeout, time.Millisecond)
-	assert.Equal(t, session.StateWaitingInput, mustGet(t, k.Kernel, sessionID).State)
 	return run, pending
 }
 

@@ -1,6 +1,7 @@
 package openai_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,18 +16,16 @@ import (
 	"github.com/kerneld/kerneld/internal/tools"
 )
 
-// mustKernel builds a real kernel whose one agent is defined by the YAML
-// text agentYAML and may use the openai provider.
-func mustKernel(tb testing.TB, agentYAML string) *kerneltest.Kernel {
+// mustKernel builds a real kernel whose agents are defined by the YAML
+// texts agents and may use the openai provider.
+func mustKernel(tb testing.TB, agents ...string) *kerneltest.Kernel {
 	tb.Helper()
-	return kerneltest.New(tb, kerneltest.Options{
-		Agents:    []string{agentYAML},
-		Providers: map[string]llm.Factory{"openai": openai.New},
-	})
+	return kerneltest.New(tb, kerneltest.Options{Agents: agents, Providers: map[string]llm.Factory{"openai": openai.New}})
 }
 
 // TestKernel_RunThroughOpenAI runs a real kernel against the fake server
-// through a tool-call round trip.
+// through a tool-call round trip, and checks that the run has the shape a
+// scripted model's run with the same steps has.
 func TestKernel_RunThroughOpenAI(t *testing.T) {
 	s := llmtest.NewServer(t,
 		stream(roleChunk(), textChunk("Let me check."), callStart(0, "call_t1", "current_time"),
@@ -41,6 +40,14 @@ model:
   base_url: `+baseURL(s)+`
   api_key: `+testKey+`
 system_prompt: You are terse.
+tools: [current_time]
+`, `
+name: scripted
+model:
+  provider: scripted
+  script:
+    - {text: "Let me check.", tool_calls: [{name: current_time, arguments: {timezone: UTC}}]}
+    - {text: "It is noon UTC."}
 tools: [current_time]
 `)
 	evs := kerneltest.RunToEnd(t, k.Kernel, "gpt", "What time is it?")
@@ -68,6 +75,10 @@ tools: [current_time]
 		{"role":"assistant","content":"Let me check.","tool_calls":[{"id":"call_t1","type":"function",
 			"function":{"name":"current_time","arguments":"{\"timezone\":\"UTC\"}"}}]},
 		{"role":"tool","tool_call_id":"call_t1","content":`+result+`}]`, reqs[1].Member(t, "messages"))
+
+	scripted := kerneltest.RunToEnd(t, k.Kernel, "scripted", "What time is it?")
+	assert.Equal(t, slices.Compact(kerneltest.Types(scripted)), slices.Compact(kerneltest.Types(evs)),
+		"a real provider's run has the scripted model's shape (deltas merged)")
 }
 
 // TestKernel_RunThroughOpenAI_Error: a failed call ends the run with

@@ -129,9 +129,10 @@ func TestEventStream_ManyJoinersUnderLoad(t *testing.T) {
 // TestEventStream_SlowSubscriberDropped connects a client that never reads.
 // The run must finish regardless, and the stuck stream must be dropped.
 func TestEventStream_SlowSubscriberDropped(t *testing.T) {
-	// The timeout applies to the healthy reader below too: long enough that a
-	// busy machine cannot starve it, short enough to keep the test quick.
-	ts := newServer(t, serverOptions{streams: httpapi.StreamOptions{WriteTimeout: time.Second}})
+	// A write timeout far beyond waitRun's patience: if the run waited for
+	// the stuck client, only the timeout would free it, and too late.
+	const writeTimeout = time.Minute
+	ts := newServer(t, serverOptions{streams: httpapi.StreamOptions{WriteTimeout: writeTimeout}})
 	id := ts.createSession(t, "echo")
 	conn := stuckClient(t, ts, id)
 	defer conn.Close()
@@ -142,11 +143,25 @@ func TestEventStream_SlowSubscriberDropped(t *testing.T) {
 	if run["state"] != "succeeded" {
 		t.Fatalf("run = %v, want succeeded", run["state"])
 	}
+	if took := runDuration(t, run); took > writeTimeout/4 {
+		t.Errorf("the run took %s with a stuck client connected, want it unaffected", took)
+	}
 	waitFor(t, "stuck stream dropped", func() bool { return ts.streams.Open() == 0 })
 
 	// A client that reads gets the whole run from the log.
 	frames := ts.openStream(t, "GET", "/sessions/"+id+"/events", "").events(t, runEnded)
 	assertSeqs(t, frames, 1, frames[len(frames)-1].id)
+}
+
+// runDuration is how long a run took, from its record.
+func runDuration(t *testing.T, run map[string]any) time.Duration {
+	t.Helper()
+	started, err1 := time.Parse(time.RFC3339Nano, run["started_at"].(string))
+	ended, err2 := time.Parse(time.RFC3339Nano, run["ended_at"].(string))
+	if err1 != nil || err2 != nil {
+		t.Fatalf("run times %v, %v", run["started_at"], run["ended_at"])
+	}
+	return ended.Sub(started)
 }
 
 // stuckClient opens an event stream on a raw connection and never reads it.

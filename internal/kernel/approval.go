@@ -55,6 +55,10 @@ func (k *Kernel) Decide(ctx context.Context, sessionID, runID, toolCallID string
 	if _, err := k.GetRun(ctx, sessionID, runID); err != nil {
 		return Approval{}, err
 	}
+	a, err := k.approval(ctx, sessionID, runID, toolCallID) // only a logged request can be decided
+	if err != nil {
+		return Approval{}, err
+	}
 	k.mu.Lock()
 	ar := k.active[sessionID]
 	var ok bool
@@ -65,25 +69,20 @@ func (k *Kernel) Decide(ctx context.Context, sessionID, runID, toolCallID string
 	}
 	k.mu.Unlock()
 	if !ok {
-		return Approval{}, k.notAwaiting(ctx, sessionID, runID, toolCallID)
+		return Approval{}, k.notAwaiting(sessionID, runID, toolCallID, a)
 	}
 	decisions <- decision{toolCallID: toolCallID, approve: approve, reason: reason} // buffered for every awaited call
-	a, err := k.approval(ctx, sessionID, runID, toolCallID)
 	a.State, a.Reason, a.DecidedAt = ApprovalDenied, reason, k.now()
 	if approve {
 		a.State = ApprovalApproved
 	}
-	return a, err
+	return a, nil
 }
 
-// notAwaiting says why a decision has nothing to decide: the call was
-// decided (or a decision is on its way to the run, not yet logged), or
-// its run is not waiting.
-func (k *Kernel) notAwaiting(ctx context.Context, sessionID, runID, toolCallID string) error {
-	a, err := k.approval(ctx, sessionID, runID, toolCallID)
-	if err != nil {
-		return err
-	}
+// notAwaiting says why a decision on a, a logged request, has nothing to
+// decide: the call was decided (or a decision is on its way to the run,
+// not yet logged), or its run is not waiting.
+func (k *Kernel) notAwaiting(sessionID, runID, toolCallID string, a Approval) error {
 	k.mu.Lock()
 	ar := k.active[sessionID]
 	inFlight := ar != nil && ar.runID == runID

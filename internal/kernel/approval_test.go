@@ -128,6 +128,49 @@ func TestKernel_Approvals(t *testing.T) {
 	})
 }
 
+// decideAtOnce is an observer that approves each call the moment its
+// request is seen, as a fast client watching the stream would.
+type decideAtOnce struct {
+	k    *kernel.Kernel
+	errs chan error
+}
+
+func (d *decideAtOnce) ObserveEvents(evs []session.Event) {
+	for _, ev := range evs {
+		if ev.Type != session.EventCustom || ev.Member("name") != "kerneld.approval.requested" {
+			continue
+		}
+		id := wireValue(ev)["toolCallId"].(string)
+		_, err := d.k.Decide(context.Background(), ev.SessionID, ev.RunID, id, true, "")
+		d.errs <- err
+	}
+}
+
+func (d *decideAtOnce) ObserveSessionEnded(string, int64) {}
+
+// wireValue returns a CUSTOM event's value.
+func wireValue(ev session.Event) map[string]any {
+	v, _ := ev.Fields()["value"].(map[string]any)
+	return v
+}
+
+// TestKernel_DecideOnSight: a request is decidable from the moment anyone
+// can see it.
+func TestKernel_DecideOnSight(t *testing.T) {
+	d := &decideAtOnce{errs: make(chan error, 2)}
+	k, rec := newKernel(t, kerneltest.Options{Observers: []kernel.Observer{d}})
+	d.k = k.Kernel
+	s := mustSession(t, k.Kernel, "gated")
+	run := mustRun(t, k.Kernel, s.ID, "save a and b")
+	for range 2 {
+		require.NoError(t, <-d.errs)
+	}
+	assert.Equal(t, session.RunSucceeded, waitRun(t, k.Kernel, rec, s.ID, run.ID).State)
+	all, err := k.Approvals(t.Context(), s.ID, run.ID)
+	require.NoError(t, err)
+	assert.Equal(t, []string{kernel.ApprovalApproved, kernel.ApprovalApproved}, []string{all[0].State, all[1].State})
+}
+
 // TestKernel_ApprovalSurvivesRestart: kerneld stops while a run waits for
 // approvals; at the next start the run waits again, with its deadline,
 // and a decision then carries it on to its end.

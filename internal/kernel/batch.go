@@ -58,8 +58,11 @@ func (b *toolBatch) start(c session.ToolCall) {
 	})
 }
 
-// requestApprovals logs a request for each gated call, durably, then lets
-// Decide reach them and moves the run and its session to waiting_input.
+// requestApprovals lets Decide reach each gated call, logs a request for
+// each, durably, and moves the run and its session to waiting_input. The
+// calls are reachable before their requests are logged, so a client that
+// decides the moment it sees a request finds it awaited; Decide accepts a
+// decision only for a request that is in the log.
 func (b *toolBatch) requestApprovals(gated []session.ToolCall) error {
 	if len(gated) == 0 {
 		return nil
@@ -69,13 +72,13 @@ func (b *toolBatch) requestApprovals(gated []session.ToolCall) error {
 	for i, c := range gated {
 		evs[i] = requestedEvent(c, b.expires)
 	}
+	b.await(gated)
 	if err := b.r.emit(evs...); err != nil {
 		return err
 	}
-	if _, err := b.r.events.flush(); err != nil { // decidable only once the request is in the log
+	if _, err := b.r.events.flush(); err != nil {
 		return &emitError{err: err}
 	}
-	b.await(gated)
 	return b.r.setWaiting(true)
 }
 

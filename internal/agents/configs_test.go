@@ -91,4 +91,14 @@ func TestLoad_RepositoryModelAgents(t *testing.T) {
 			assert.NotNil(t, spec.Provider)
 		})
 	}
+
+	t.Run("assistant on a local server", func(t *testing.T) {
+		spec, err := load(nil).Get("assistant")
+		require.NoError(t, err)
+		assert.Contains(t, spec.Unavailable, "OPENAI_BASE_URL", "the reason names the other way out")
+		spec, err = load(map[string]string{"OPENAI_BASE_URL": "http://localhost:11434/v1"}).Get("assistant")
+		require.NoError(t, err)
+		assert.Empty(t, spec.Unavailable, "a local server needs no key")
+		assert.Equal(t, "http://localhost:11434/v1", spec.Model.BaseURL)
+	})
 }

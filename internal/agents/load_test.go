@@ -31,7 +31,10 @@ func fakeFactory(cfg llm.ModelConfig) (llm.Provider, error) {
 		return nil, errors.New("fail: " + msg)
 	}
 	if cfg.Options["needs_key"] == true && cfg.APIKey == "" {
-		return nil, errdefs.New(errdefs.ErrUnavailable, "missing_api_key", "model.api_key is empty").With("field", "model.api_key")
+		return nil, llm.MissingAPIKey("")
+	}
+	if cfg.Options["needs_key_or_url"] == true && cfg.APIKey == "" && cfg.BaseURL == "" {
+		return nil, llm.MissingAPIKey("model.base_url")
 	}
 	return &fakeModel{cfg: cfg}, nil
 }
@@ -345,4 +348,20 @@ func TestLoad_UnavailableAgent(t *testing.T) {
 	gpt, _ = r.Get("gpt")
 	assert.Empty(t, gpt.Unavailable)
 	assert.NotNil(t, gpt.Provider)
+}
+
+// TestLoad_UnavailableAgent_Alternative: when a base URL would do instead
+// of a key, the reason names both ways out.
+func TestLoad_UnavailableAgent_Alternative(t *testing.T) {
+	dir := mustWriteDir(t, map[string]string{
+		"env.yaml":   "name: env\nmodel: {provider: fake, needs_key_or_url: true, api_key: '${OPENAI_API_KEY}', base_url: '${OPENAI_BASE_URL}'}\n",
+		"plain.yaml": "name: plain\nmodel: {provider: fake, needs_key_or_url: true}\n",
+	})
+	r, err := agents.Load(dir, testOptions(nil))
+	require.NoError(t, err)
+	env, _ := r.Get("env")
+	assert.Equal(t, "model.api_key is empty (OPENAI_API_KEY not set); "+
+		"or set model.base_url (OPENAI_BASE_URL not set) to a server that needs no key", env.Unavailable)
+	plain, _ := r.Get("plain")
+	assert.Equal(t, "model.api_key is empty; or set model.base_url to a server that needs no key", plain.Unavailable)
 }

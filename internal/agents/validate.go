@@ -75,10 +75,19 @@ func unavailableReason(err error, unset map[string][]string) string {
 		return err.Error()
 	}
 	field, _ := e.Extra["field"].(string)
-	if vars := unset[field]; len(vars) > 0 {
-		return e.Message + " (" + strings.Join(slices.Compact(slices.Sorted(slices.Values(vars))), ", ") + " not set)"
+	reason := e.Message + notSet(unset[field])
+	if alt, _ := e.Extra["or_field"].(string); alt != "" {
+		reason += "; or set " + alt + notSet(unset[alt]) + " to a server that needs no key"
 	}
-	return e.Message
+	return reason
+}
+
+// notSet says which of a field's ${VAR}s were not set, if any.
+func notSet(vars []string) string {
+	if len(vars) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(slices.Compact(slices.Sorted(slices.Values(vars))), ", ") + " not set)"
 }
 
 // validate checks s, whose defaults are already applied, field by field

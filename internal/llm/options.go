@@ -66,8 +66,15 @@ func CheckBaseURL(raw, example string) error {
 // MissingAPIKey is the error of a model block that needs an api_key and
 // has none. It matches errdefs.ErrUnavailable, which lists the agent as
 // unavailable rather than failing startup: the other agents still run.
-func MissingAPIKey() error {
-	return errdefs.New(errdefs.ErrUnavailable, "missing_api_key", "model.api_key is empty").With("field", "model.api_key")
+// orField, when not empty, names the field that would do instead of a key
+// (an OpenAI-compatible base_url pointing at a local server); the agent's
+// unavailable reason then says so.
+func MissingAPIKey(orField string) error {
+	err := errdefs.New(errdefs.ErrUnavailable, "missing_api_key", "model.api_key is empty").With("field", "model.api_key")
+	if orField != "" {
+		err = err.With("or_field", orField)
+	}
+	return err
 }
 
 // validate checks the decoded timeout and max_retries.

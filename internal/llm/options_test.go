@@ -1,6 +1,7 @@
 package llm_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -79,9 +80,12 @@ func TestCheckBaseURL(t *testing.T) {
 // TestMissingAPIKey: a missing key lists the agent as unavailable, with a
 // code a client can act on.
 func TestMissingAPIKey(t *testing.T) {
-	err := llm.MissingAPIKey()
+	err := llm.MissingAPIKey("")
 	require.EqualError(t, err, "model.api_key is empty")
 	assert.ErrorIs(t, err, errdefs.ErrUnavailable)
 	assert.NotErrorIs(t, err, errdefs.ErrInvalid)
 	assert.Equal(t, "missing_api_key", errdefs.CodeOf(err))
+	e, _ := errors.AsType[*errdefs.Error](llm.MissingAPIKey("model.base_url"))
+	require.NotNil(t, e)
+	assert.Equal(t, "model.base_url", e.Extra["or_field"], "what would do instead of a key")
 }

@@ -75,7 +75,7 @@ func New(cfg llm.ModelConfig) (llm.Provider, error) {
 		return nil, err
 	}
 	if cfg.APIKey == "" {
-		return nil, llm.MissingAPIKey()
+		return nil, llm.MissingAPIKey("")
 	}
 	return &Client{
 		messages:       anthropic.NewClient(clientOptions(cfg)...).Messages,

@@ -65,7 +65,7 @@ func New(cfg llm.ModelConfig) (llm.Provider, error) {
 		return nil, err
 	}
 	if cfg.APIKey == "" && cfg.BaseURL == "" {
-		return nil, llm.MissingAPIKey()
+		return nil, llm.MissingAPIKey("model.base_url")
 	}
 	return &Client{
 		chat:        openai.NewChatCompletionService(clientOptions(cfg)...),

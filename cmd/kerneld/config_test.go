@@ -32,16 +32,19 @@ http:
   addr: 127.0.0.1:9000
   heartbeat: 5s
 log: {format: json}
+agents_dir: file-agents
+store: {kind: memory, data_dir: file-data}
 sessions: {max_queued: 3}
 auth:
   api_keys: [{key: "${KEY}", tenant: acme}]
 `)
-	tests := []struct {
+	type testCase struct {
 		name  string
 		args  []string
 		env   map[string]string
 		check func(t *testing.T, c Config)
-	}{
+	}
+	tests := []testCase{
 		{"file over defaults", []string{"-config", file}, map[string]string{"KEY": "s3cret"}, func(t *testing.T, c Config) {
 			if c.HTTP.Addr != "127.0.0.1:9000" || c.HTTP.Heartbeat != 5*time.Second || c.Log.Format != "json" {
 				t.Errorf("config = %+v", c)
@@ -76,6 +79,37 @@ auth:
 				t.Errorf("addr = %s", c.HTTP.Addr)
 			}
 		}},
+	}
+	// Every flag with an environment twin, with a value for each layer
+	// that differs from the layer below (store.kind and log.format have
+	// two valid values, so they alternate). The file row checks that the
+	// file sets a value other than the default, so a twin that is ignored
+	// shows as the file's value, and a flag that is ignored as the env's.
+	twins := []struct {
+		flag, env                      string
+		fileValue, envValue, flagValue string
+		get                            func(Config) string
+	}{
+		{"addr", "KERNELD_ADDR", "127.0.0.1:9000", "127.0.0.1:9001", "127.0.0.1:9002", func(c Config) string { return c.HTTP.Addr }},
+		{"agents-dir", "KERNELD_AGENTS_DIR", "file-agents", "env-agents", "flag-agents", func(c Config) string { return c.AgentsDir }},
+		{"store", "KERNELD_STORE", "memory", "sqlite", "memory", func(c Config) string { return c.Store.Kind }},
+		{"data-dir", "KERNELD_DATA_DIR", "file-data", "env-data", "flag-data", func(c Config) string { return c.Store.DataDir }},
+		{"log-format", "KERNELD_LOG_FORMAT", "json", "text", "json", func(c Config) string { return c.Log.Format }},
+	}
+	for _, tw := range twins {
+		want := func(layer, value string) func(*testing.T, Config) {
+			return func(t *testing.T, c Config) {
+				if got := tw.get(c); got != value {
+					t.Errorf("-%s = %q, want the %s's %q", tw.flag, got, layer, value)
+				}
+			}
+		}
+		withEnv := map[string]string{"KEY": "k", tw.env: tw.envValue}
+		tests = append(tests,
+			testCase{"file/" + tw.flag, []string{"-config", file}, map[string]string{"KEY": "k"}, want("file", tw.fileValue)},
+			testCase{"env over file/" + tw.env, []string{"-config", file}, withEnv, want("env", tw.envValue)},
+			testCase{"flag over env/-" + tw.flag, []string{"-config", file, "-" + tw.flag, tw.flagValue}, withEnv, want("flag", tw.flagValue)},
+		)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -716,11 +716,26 @@ model:
 tools: [current_time]
 `
 
+// failingDelegator asks the failing agent through spawn_agent, so that its
+// run logs SUBAGENT_ERROR, then answers.
+const failingDelegator = `
+name: failingdelegator
+description: delegates to an agent that fails
+model:
+  provider: scripted
+  script:
+    - {text: "Asking.", tool_calls: [{name: spawn_agent, arguments: {agent: failing, input: "go"}}]}
+    - {text: "It failed."}
+tools: [spawn_agent]
+child_agents: [failing]
+`
+
 // TestEvents_MatchOpenAPI drives runs that end every way a run can end and
 // reads their events as a stream and as pages, so that the spec validation
 // of newServer sees every event type kerneld emits.
 func TestEvents_MatchOpenAPI(t *testing.T) {
-	ts := newServer(t, serverOptions{kernel: kerneltest.Options{Agents: append(slices.Clone(kerneltest.DefaultAgents), thinker)}})
+	agents := append(slices.Clone(kerneltest.DefaultAgents), thinker, failingDelegator)
+	ts := newServer(t, serverOptions{kernel: kerneltest.Options{Agents: agents}})
 	seen := make(map[string]bool)
 
 	id := ts.createSession(t, "thinker")
@@ -736,7 +751,17 @@ func TestEvents_MatchOpenAPI(t *testing.T) {
 	failing := ts.createSession(t, "failing")
 	ts.waitRun(t, failing, ts.startRun(t, failing, "go"))
 
-	for _, id := range []string{id, slow, failing} {
+	// A child that answers and one that fails: SUBAGENT_STARTED, then
+	// SUBAGENT_FINISHED or SUBAGENT_ERROR, in the parent's stream.
+	delegator := ts.createSession(t, "delegator")
+	s = ts.openStream(t, "POST", "/sessions/"+delegator+"/run", `{"input":"go"}`, "Content-Type", "application/json")
+	for _, f := range s.events(t, nil) {
+		seen[f.event] = true
+	}
+	failingDelegator := ts.createSession(t, "failingdelegator")
+	ts.waitRun(t, failingDelegator, ts.startRun(t, failingDelegator, "go"))
+
+	for _, id := range []string{id, slow, failing, delegator, failingDelegator} {
 		page := ts.must(t, http.StatusOK, "GET", "/sessions/"+id+"/events?limit=1000", "", "Accept", "application/json")
 		for _, ev := range page["data"].([]any) {
 			seen[ev.(map[string]any)["type"].(string)] = true
@@ -746,6 +771,7 @@ func TestEvents_MatchOpenAPI(t *testing.T) {
 		"RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
 		"REASONING_START", "REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END", "REASONING_END",
 		"TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
+		"SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR",
 	} {
 		if !seen[typ] {
 			t.Errorf("no %s event was checked against the spec", typ)

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/kerneld/kerneld/internal/agents"
+	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/tools"
 )
@@ -107,8 +110,13 @@ func (r *runner) checkSpawn(raw string) (spawnArgs, agents.Spec, error) {
 	return args, child, toolsWithin(child, r.spec)
 }
 
-// toolsWithin reports an error unless child can call no tool parent
-// cannot: a child must never widen what its parent may do.
+// toolsWithin reports an error unless child can do nothing parent cannot:
+// a child must never widen what its parent may do. Every tool the child
+// lists must be one the parent may call; every MCP server of the child
+// must be the parent's, reached the same way, with no tool the parent's
+// allow list leaves out; and every tool the parent may call only with
+// approval needs it in the child too, however the child reaches it, so
+// that delegating cannot launder an approval away.
 func toolsWithin(child, parent agents.Spec) error {
 	for _, ref := range child.Tools {
 		if _, ok := parent.Tool(ref.Name); !ok {
@@ -116,21 +124,97 @@ func toolsWithin(child, parent agents.Spec) error {
 		}
 	}
 	for _, srv := range child.MCPServers {
-		if _, ok := parent.MCPServerOf(agents.MCPToolName(srv.Name, "")); !ok {
-			return fmt.Errorf("agent %q uses MCP server %q, which this agent does not", child.Name, srv.Name)
+		if err := mcpServerWithin(child.Name, srv, parent); err != nil {
+			return err
+		}
+	}
+	for _, ref := range parent.Tools {
+		if !ref.RequireApproval {
+			continue
+		}
+		if c, ok := child.Tool(ref.Name); ok && !c.RequireApproval {
+			return fmt.Errorf("agent %q may use tool %q without approval, which this agent may use only with it",
+				child.Name, ref.Name)
 		}
 	}
 	return nil
 }
 
+// mcpServerWithin reports an error unless srv, an MCP server of agent
+// child, is one of parent's servers: the same name, the same connection
+// (command, args and env, or url and headers) and an allow list within
+// the parent's. An empty allow list admits every tool.
+func mcpServerWithin(child string, srv agents.MCPServer, parent agents.Spec) error {
+	i := slices.IndexFunc(parent.MCPServers, func(p agents.MCPServer) bool { return p.Name == srv.Name })
+	if i < 0 {
+		return fmt.Errorf("agent %q uses MCP server %q, which this agent does not", child, srv.Name)
+	}
+	p := parent.MCPServers[i]
+	if srv.Command != p.Command || !slices.Equal(srv.Args, p.Args) || !maps.Equal(srv.Env, p.Env) ||
+		srv.URL != p.URL || !maps.Equal(srv.Headers, p.Headers) {
+		return fmt.Errorf("agent %q connects to MCP server %q differently than this agent does", child, srv.Name)
+	}
+	if len(p.Allow) == 0 {
+		return nil
+	}
+	if len(srv.Allow) == 0 {
+		return fmt.Errorf("agent %q may use every tool of MCP server %q; this agent may use only %s",
+			child, srv.Name, strings.Join(p.Allow, ", "))
+	}
+	for _, tool := range srv.Allow {
+		if !p.Allows(tool) {
+			return fmt.Errorf("agent %q may use tool %q of MCP server %q, which this agent may not", child, tool, srv.Name)
+		}
+	}
+	return nil
+}
+
+// checkDepth returns an error unless a new child of parent stays within
+// the max_depth of parent's agent and of every ancestor's up to the root:
+// the smallest of them bounds the whole subtree, so a child agent with a
+// larger limit cannot nest deeper than a session above it allows.
+// Depths count from the root, as max_depth does.
+func (k *Kernel) checkDepth(ctx context.Context, parent session.Session) error {
+	limit, agent := -1, ""
+	for s := parent; ; {
+		spec, err := k.agents.Get(s.Agent)
+		if err != nil {
+			return fmt.Errorf("agent of session %s: %w", s.ID, err)
+		}
+		if limit < 0 || spec.Limits.MaxDepth < limit {
+			limit, agent = spec.Limits.MaxDepth, spec.Name
+		}
+		if s.ParentID == "" {
+			break
+		}
+		up, err := k.store.GetSession(ctx, s.ParentID)
+		if err != nil {
+			return fmt.Errorf("get parent of session %s: %w", s.ID, err)
+		}
+		if up.Depth != s.Depth-1 { // depths fall to 0 at the root, so the walk ends
+			return fmt.Errorf("session %s at depth %d has parent %s at depth %d", s.ID, s.Depth, up.ID, up.Depth)
+		}
+		s = up
+	}
+	if parent.Depth+1 > limit {
+		return errdefs.New(errdefs.ErrConflict, "max_depth_exceeded",
+			"agent %q allows sessions %d deep; the parent is at depth %d", agent, limit, parent.Depth)
+	}
+	return nil
+}
+
 // startChild creates the child session under the run's session, within
-// the parent agent's depth and children limits, and starts its run.
+// the depth limits of every session above it and the parent agent's
+// children limit, and starts its run.
 func (r *runner) startChild(args spawnArgs, child agents.Spec) (session.Session, session.Run, error) {
 	parent, err := r.k.store.GetSession(r.storeCtx(), r.run.SessionID)
 	if err != nil {
 		return session.Session{}, session.Run{}, fmt.Errorf("get session: %w", err)
 	}
 	ctx := WithTenant(r.storeCtx(), parent.Tenant)
+	if err := r.k.checkDepth(ctx, parent); err != nil {
+		return session.Session{}, session.Run{}, err
+	}
 	req := CreateSession{Agent: child.Name, Name: args.Name, ParentID: parent.ID, InheritMemory: args.Inherit.Memory}
 	s, err := r.k.CreateSession(ctx, req)
 	if err != nil {

@@ -11,11 +11,18 @@ import (
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/session/aguitest"
+	"github.com/kerneld/kerneld/internal/tools/mcp/mcptest"
 )
 
 // spawner returns an agent that calls spawn_agent with args once per entry
 // (in one turn), then answers.
 func spawner(name string, maxChildren, maxDepth int, children string, args ...string) string {
+	return spawnerWith(name, "tools: [spawn_agent, current_time, memory_get, memory_set]", maxChildren, maxDepth, children, args...)
+}
+
+// spawnerWith is spawner with the agent's tools (and any mcp_servers) given
+// as YAML lines.
+func spawnerWith(name, tools string, maxChildren, maxDepth int, children string, args ...string) string {
 	calls := ""
 	for i, a := range args {
 		if i > 0 {
@@ -26,7 +33,7 @@ func spawner(name string, maxChildren, maxDepth int, children string, args ...st
 	return `
 name: ` + name + `
 model: {provider: scripted, script: [{text: "Delegating.", tool_calls: [` + calls + `]}, {text: "Done."}]}
-tools: [spawn_agent, current_time, memory_get, memory_set]
+` + tools + `
 child_agents: [` + children + `]
 limits: {max_children: ` + itoa(maxChildren) + `, max_depth: ` + itoa(maxDepth) + `}
 `
@@ -117,6 +124,149 @@ func TestKernel_SpawnAgent(t *testing.T) {
 		}
 	})
 
+	t.Run("a child keeps every approval its parent needs", func(t *testing.T) {
+		gatedTools := "tools: [spawn_agent, current_time, memory_get, {name: memory_set, require_approval: true}]"
+		k, rec := newKernel(t, kerneltest.Options{Agents: []string{
+			kerneltest.Echo, careful,
+			spawnerWith("launderer", gatedTools, 5, 1, "echo", `{agent: echo, input: x}`),
+			spawnerWith("keeper", gatedTools, 5, 1, "careful", `{agent: careful, input: x}`),
+		}})
+		content, isErr := spawnOnce(t, k, rec, "launderer")
+		assert.True(t, isErr, "echo may call memory_set without approval: %s", content)
+		assert.Contains(t, content, `agent "echo" may use tool "memory_set" without approval`)
+		content, isErr = spawnOnce(t, k, rec, "keeper")
+		assert.False(t, isErr, content)
+	})
+
+	t.Run("a child's MCP servers are its parent's, within its allow list", func(t *testing.T) {
+		ts := mcptest.ServeHTTP(t)
+		server := func(fields string) string {
+			return "mcp_servers: [{name: t, " + fields + "}]"
+		}
+		parentTools := "tools: [spawn_agent]\n" + server("url: "+ts.URL+", allow: [echo, sleep]")
+		children := []struct {
+			name, mcp string
+			want      string // "" if the child may be started
+		}{
+			{"narrower", server("url: " + ts.URL + ", allow: [echo]"), ""},
+			{"same", server("url: " + ts.URL + ", allow: [sleep, echo]"), ""},
+			{"elsewhere", server("url: " + ts.URL + "/other, allow: [echo]"), `connects to MCP server "t" differently`},
+			{"headers", server("url: " + ts.URL + ", headers: {X-Token: mine}, allow: [echo]"), `connects to MCP server "t" differently`},
+			{"stdio", server("command: kerneld-no-such-server, allow: [echo]"), `connects to MCP server "t" differently`},
+			{"wider", server("url: " + ts.URL + ", allow: [echo, fail]"), `may use tool "fail" of MCP server "t"`},
+			{"unlimited", server("url: " + ts.URL), `may use every tool of MCP server "t"`},
+			{"stranger", "mcp_servers: [{name: u, url: " + ts.URL + ", allow: [echo]}]", `uses MCP server "u", which this agent does not`},
+		}
+		// A stdio server is the same one only with the same args and env.
+		// This one cannot start: its parent's and child's runs go on
+		// without it.
+		stdio := "command: kerneld-no-such-server, args: [--root, /srv], env: {MODE: ro}, allow: [echo]"
+		stdioChildren := []struct {
+			name, mcp string
+			want      string
+		}{
+			{"stdio-same", server(stdio), ""},
+			{"stdio-args", server("command: kerneld-no-such-server, args: [--root, /], env: {MODE: ro}, allow: [echo]"),
+				`connects to MCP server "t" differently`},
+			{"stdio-env", server("command: kerneld-no-such-server, args: [--root, /srv], env: {MODE: rw}, allow: [echo]"),
+				`connects to MCP server "t" differently`},
+		}
+		defs := []string{}
+		for _, c := range children {
+			defs = append(defs,
+				"name: "+c.name+"\nmodel: {provider: scripted, script: [{text: ok}]}\n"+c.mcp+"\n",
+				spawnerWith("boss-"+c.name, parentTools, 5, 1, c.name, `{agent: `+c.name+`, input: x}`))
+		}
+		for _, c := range stdioChildren {
+			defs = append(defs,
+				"name: "+c.name+"\nmodel: {provider: scripted, script: [{text: ok}]}\n"+c.mcp+"\n",
+				spawnerWith("boss-"+c.name, "tools: [spawn_agent]\n"+server(stdio), 5, 1, c.name, `{agent: `+c.name+`, input: x}`))
+		}
+		children = append(children, stdioChildren...)
+		// An MCP tool the parent may call only with approval: a child with
+		// the same server must need it too, whether or not it lists the tool.
+		gated := "tools: [spawn_agent, {name: t__echo, require_approval: true}]\n" + server("url: "+ts.URL+", allow: [echo]")
+		defs = append(defs,
+			spawnerWith("gate-narrower", gated, 5, 1, "narrower", `{agent: narrower, input: x}`),
+			"name: mcpcareful\nmodel: {provider: scripted, script: [{text: ok}]}\n"+
+				"tools: [{name: t__echo, require_approval: true}]\n"+server("url: "+ts.URL+", allow: [echo]")+"\n",
+			spawnerWith("gate-careful", gated, 5, 1, "mcpcareful", `{agent: mcpcareful, input: x}`))
+		k, rec := newKernel(t, kerneltest.Options{Agents: defs})
+
+		for _, c := range children {
+			t.Run(c.name, func(t *testing.T) {
+				content, isErr := spawnOnce(t, k, rec, "boss-"+c.name)
+				if c.want == "" {
+					assert.False(t, isErr, content)
+					return
+				}
+				assert.True(t, isErr, "the child was started: %s", content)
+				assert.Contains(t, content, c.want)
+			})
+		}
+		t.Run("approval", func(t *testing.T) {
+			content, isErr := spawnOnce(t, k, rec, "gate-narrower")
+			assert.True(t, isErr, "the child was started: %s", content)
+			assert.Contains(t, content, `agent "narrower" may use tool "t__echo" without approval`)
+			content, isErr = spawnOnce(t, k, rec, "gate-careful")
+			assert.False(t, isErr, content)
+		})
+	})
+
+	t.Run("every ancestor's max_depth bounds a child", func(t *testing.T) {
+		// shallow allows one level; nester, its child, allows three and
+		// tries to add a second level.
+		k, rec := newKernel(t, kerneltest.Options{Agents: []string{
+			kerneltest.Echo,
+			spawner("shallow", 5, 1, "nester", `{agent: nester, input: x}`),
+			spawner("nester", 5, 3, "echo", `{agent: echo, input: x}`),
+		}})
+		s := mustSession(t, k.Kernel, "shallow")
+		runToEnd(t, k.Kernel, rec, s.ID, "go")
+		contents, errs := spawnResults(logOf(t, k.Kernel, s.ID))
+		assert.Equal(t, []bool{false}, errs, "shallow may start nester: %v", contents)
+		nester := childOf(t, logOf(t, k.Kernel, s.ID))
+		contents, errs = spawnResults(logOf(t, k.Kernel, nester))
+		assert.Equal(t, []bool{true}, errs, "nester may not nest deeper than shallow allows: %v", contents)
+		require.Len(t, contents, 1)
+		assert.Contains(t, contents[0], `agent "shallow" allows sessions 1 deep; the parent is at depth 1`)
+
+		// nester started as a root may use its own limit.
+		content, isErr := spawnOnce(t, k, rec, "nester")
+		assert.False(t, isErr, content)
+	})
+
+	t.Run("a failed child is an error result and the parent goes on", func(t *testing.T) {
+		k, rec := newKernel(t, kerneltest.Options{Agents: []string{
+			kerneltest.Failing, spawner("boss", 5, 1, "failing", `{agent: failing, input: x}`),
+		}})
+		s := mustSession(t, k.Kernel, "boss")
+		run := runToEnd(t, k.Kernel, rec, s.ID, "go")
+		assert.Equal(t, session.RunSucceeded, run.State, "a failed child is the model's to handle")
+		evs := logOf(t, k.Kernel, s.ID)
+		contents, errs := spawnResults(evs)
+		assert.Equal(t, []bool{true}, errs)
+		require.Len(t, contents, 1)
+		assert.Contains(t, contents[0], "model overloaded")
+
+		i := indexOf(evs, 0, ofType(session.EventSubagentError))
+		require.GreaterOrEqual(t, i, 0, "no SUBAGENT_ERROR")
+		assert.Equal(t, "failed", evs[i].Member("code"))
+		assert.Contains(t, evs[i].Member("message"), "model overloaded")
+		assert.Negative(t, indexOf(evs, 0, ofType(session.EventSubagentFinished)))
+		started := evs[indexOf(evs, 0, ofType(session.EventSubagentStarted))]
+		assert.Equal(t, started.Member("subagentRunId"), evs[i].Member("subagentRunId"))
+		assert.Greater(t, indexOf(evs, i, ofType(session.EventTextMessageContent)), i,
+			"the parent's model answers after the child failed")
+
+		childID := childOf(t, evs)
+		childRuns, err := k.ListRuns(t.Context(), childID, kernel.PageRequest{})
+		require.NoError(t, err)
+		assert.Equal(t, session.RunFailed, childRuns.Items[0].State)
+		assert.Equal(t, session.StateClosed, mustGet(t, k.Kernel, childID).State)
+		aguitest.VerifyLogs(t, [][]session.Event{evs, logOf(t, k.Kernel, childID)})
+	})
+
 	t.Run("cancelling the parent cancels the child", func(t *testing.T) {
 		k, rec := newKernel(t, kerneltest.Options{Agents: []string{
 			kerneltest.Slow, spawner("boss", 5, 1, "slow", `{agent: slow, input: long}`),
@@ -177,6 +327,25 @@ func TestKernel_SpawnAgent(t *testing.T) {
 		require.NoError(t, err)
 		assert.JSONEq(t, `{"name":"Ada"}`, string(e.Value))
 	})
+}
+
+// careful is an agent that lists memory_set, with approval, and answers.
+const careful = `
+name: careful
+model: {provider: scripted, script: [{text: "ok"}]}
+tools: [current_time, memory_get, {name: memory_set, require_approval: true}]
+`
+
+// spawnOnce runs a new session of agent, whose one spawn_agent call must
+// get one result, and returns that result's content and error flag.
+func spawnOnce(t *testing.T, k *kerneltest.Kernel, rec *recorder, agent string) (string, bool) {
+	t.Helper()
+	s := mustSession(t, k.Kernel, agent)
+	run := runToEnd(t, k.Kernel, rec, s.ID, "go")
+	require.Equal(t, session.RunSucceeded, run.State, "a refused spawn is an error result, not a failed run")
+	contents, errs := spawnResults(logOf(t, k.Kernel, s.ID))
+	require.Len(t, contents, 1)
+	return contents[0], errs[0]
 }
 
 // childOf returns the child session of the first SUBAGENT_STARTED in evs.

@@ -111,7 +111,9 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		MCP:       mcp.Options{Logger: d.log}, // it adds system=mcp
 	})
 	if err == nil {
-		_, err = d.kernel.Recover(ctx)
+		if _, err = d.kernel.Recover(ctx); err != nil {
+			err = d.recoverError(cfg.Store, err)
+		}
 	}
 	if err != nil {
 		return errors.Join(err, d.close(ctx))
@@ -124,16 +126,31 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// openStore opens the configured backend.
+// openStore opens the configured backend. sqlite.Open names the database
+// file in every error it returns.
 func openStore(ctx context.Context, c StoreConfig, log *slog.Logger) (store, error) {
 	if c.Kind == "memory" {
 		return memory.New(), nil
 	}
-	db, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(c.DataDir, "kerneld.db"), Logger: log})
+	db, err := sqlite.Open(ctx, sqlite.Options{Path: databasePath(c), Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	return db, nil
+}
+
+// databasePath is the SQLite store's file.
+func databasePath(c StoreConfig) string { return filepath.Join(c.DataDir, "kerneld.db") }
+
+// recoverError names the store in an error of startup recovery, which
+// stops kerneld: the operator must learn which file it is about, and, if
+// SQLite found it damaged, that it is.
+func (d *daemon) recoverError(c StoreConfig, err error) error {
+	db, ok := d.db.(*sqlite.Store)
+	if !ok {
+		return fmt.Errorf("recover runs in the %s store: %w", c.Kind, err)
+	}
+	return fmt.Errorf("recover runs in %s: %w", databasePath(c), db.Diagnose(err))
 }
 
 // run serves until ctx ends, reloading agents on SIGHUP, then shuts down

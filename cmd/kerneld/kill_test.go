@@ -2,10 +2,14 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kerneld/kerneld/internal/session/aguitest"
+	"github.com/kerneld/kerneld/internal/store/sqlite/sqlitetest"
 )
 
 // pacedAgent streams slowly and calls a tool, so a kill lands mid-run.
@@ -145,8 +150,9 @@ func getJSON(t *testing.T, url string, v any) {
 // run with a tool call while a client streams it, and starts it again on
 // the same data directory. Every event the client saw must still be in the
 // log with the same seq and content; the run must end interrupted with a
-// RUN_ERROR; no tool call may be left unanswered in the history; and the
-// session must run again with its seq continuing.
+// RUN_ERROR; the tool call the client saw start must be in the history,
+// answered by an error result that the log shows too; no tool call may be
+// left unanswered; and the session must run again with its seq continuing.
 func TestProcess_KillAndRecover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
@@ -176,6 +182,8 @@ func TestProcess_KillAndRecover(t *testing.T) {
 		}
 	}
 	checkInterrupted(t, p2.base, id, runID, log)
+	callID := startedToolCall(t, seen)
+	checkToolCallAnswered(t, p2.base, id, callID, log)
 	checkHistoryAnswered(t, p2.base, id)
 
 	next := post(t, p2.base+"/sessions/"+id+"/run", `{"input":"and now?"}`)
@@ -208,21 +216,107 @@ func checkInterrupted(t *testing.T, base, id, runID string, log []json.RawMessag
 	}
 }
 
+// historyMessage is a message of GET /sessions/{id}/messages.
+type historyMessage struct {
+	Role       string  `json:"role"`
+	ToolCallID *string `json:"tool_call_id"`
+	IsError    bool    `json:"is_error"`
+	ToolCalls  []struct {
+		ID string `json:"id"`
+	} `json:"tool_calls"`
+}
+
+// history returns a session's messages.
+func history(t *testing.T, base, id string) []historyMessage {
+	t.Helper()
+	var page struct {
+		Data []historyMessage `json:"data"`
+	}
+	getJSON(t, base+"/sessions/"+id+"/messages?limit=200", &page)
+	return page.Data
+}
+
+// startedToolCall returns the id of the tool call whose TOOL_CALL_START
+// the client saw.
+func startedToolCall(t *testing.T, seen []sseFrame) string {
+	t.Helper()
+	for _, f := range seen {
+		if f.event != "TOOL_CALL_START" {
+			continue
+		}
+		var ev struct {
+			ToolCallID string `json:"toolCallId"`
+		}
+		if err := json.Unmarshal([]byte(f.data), &ev); err != nil || ev.ToolCallID == "" {
+			t.Fatalf("TOOL_CALL_START without a toolCallId: %s", f.data)
+		}
+		return ev.ToolCallID
+	}
+	t.Fatal("the client saw no TOOL_CALL_START before the kill")
+	return ""
+}
+
+// checkToolCallAnswered checks that recovery answered the tool call the
+// kill left dangling: the history holds the assistant message that made
+// it and an error result for it, and the log the matching
+// TOOL_CALL_RESULT.
+func checkToolCallAnswered(t *testing.T, base, id, callID string, log []json.RawMessage) {
+	t.Helper()
+	var made, answered bool
+	for _, m := range history(t, base, id) {
+		for _, c := range m.ToolCalls {
+			if m.Role == "assistant" && c.ID == callID {
+				made = true
+			}
+		}
+		if m.ToolCallID != nil && *m.ToolCallID == callID {
+			if m.Role != "tool" || !m.IsError || answered {
+				t.Errorf("result of tool call %s: role %s, is_error %v, another before: %v; want one tool message with is_error",
+					callID, m.Role, m.IsError, answered)
+			}
+			answered = true
+		}
+	}
+	if !made {
+		t.Errorf("no assistant message in the history carries tool call %s", callID)
+	}
+	if !answered {
+		t.Errorf("no tool message in the history answers tool call %s", callID)
+	}
+	if !loggedErrorResult(t, log, callID) {
+		t.Errorf("the log has no TOOL_CALL_RESULT with isError for tool call %s", callID)
+	}
+}
+
+// loggedErrorResult reports whether log has a TOOL_CALL_RESULT for callID
+// marked as an error.
+func loggedErrorResult(t *testing.T, log []json.RawMessage, callID string) bool {
+	t.Helper()
+	for _, raw := range log {
+		var ev struct {
+			Type       string `json:"type"`
+			ToolCallID string `json:"toolCallId"`
+			Metadata   struct {
+				Kerneld struct {
+					IsError bool `json:"isError"`
+				} `json:"kerneld"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			t.Fatalf("decode %s: %v", raw, err)
+		}
+		if ev.Type == "TOOL_CALL_RESULT" && ev.ToolCallID == callID {
+			return ev.Metadata.Kerneld.IsError
+		}
+	}
+	return false
+}
+
 // checkHistoryAnswered checks every tool call in the history has a result.
 func checkHistoryAnswered(t *testing.T, base, id string) {
 	t.Helper()
-	var page struct {
-		Data []struct {
-			Role       string  `json:"role"`
-			ToolCallID *string `json:"tool_call_id"`
-			ToolCalls  []struct {
-				ID string `json:"id"`
-			} `json:"tool_calls"`
-		} `json:"data"`
-	}
-	getJSON(t, base+"/sessions/"+id+"/messages?limit=200", &page)
 	open := map[string]bool{}
-	for _, m := range page.Data {
+	for _, m := range history(t, base, id) {
 		for _, c := range m.ToolCalls {
 			open[c.ID] = true
 		}
@@ -268,4 +362,73 @@ func asBytes(raw []json.RawMessage) [][]byte {
 		out[i] = r
 	}
 	return out
+}
+
+// quickAgent answers at once, to fill a database fast.
+const quickAgent = `
+name: quick
+model:
+  provider: scripted
+  script:
+    - {text: "done"}
+`
+
+// TestRun_CorruptedDatabase starts kerneld on a database it wrote itself
+// in which one interior b-tree page has been zeroed, as a lost or torn
+// write leaves it: the page of the index that startup recovery reads to
+// find running runs. Startup must fail with an error that names the file
+// and says it looks corrupted and was not modified, and the file's bytes
+// must be as they were.
+func TestRun_CorruptedDatabase(t *testing.T) {
+	dataDir, agentsDir := t.TempDir(), t.TempDir()
+	writeFile(t, agentsDir, "quick.yaml", quickAgent)
+	args := []string{"-addr", "127.0.0.1:0", "-config", "../../configs/kerneld.yaml",
+		"-data-dir", dataDir, "-agents-dir", agentsDir}
+	fillDatabase(t, args, 150)
+
+	path := filepath.Join(dataDir, "kerneld.db")
+	sqlitetest.ZeroInteriorPage(t, path, "runs_by_state")
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run(t.Context(), args, env(nil), io.Discard, io.Discard)
+	if err == nil {
+		t.Fatal("kerneld started on a corrupted database")
+	}
+	t.Logf("startup error: %v", err)
+	for _, want := range []string{path, "looks corrupted", "not modified"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("startup error does not say %q: %v", want, err)
+		}
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Error("the corrupted database was modified")
+	}
+}
+
+// fillDatabase runs kerneld in-process with args and completes runs runs
+// of the quick agent, each in its own session, then stops it cleanly.
+func fillDatabase(t *testing.T, args []string, runs int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, env(nil), io.Discard, logs) }()
+	base := "http://" + waitAddr(t, logs.String)
+	waitReady(t, base)
+	for range runs {
+		id := post(t, base+"/sessions", `{"agent":"quick"}`)["id"].(string)
+		runID := post(t, base+"/sessions/"+id+"/run", `{"input":"fill the database"}`)["id"].(string)
+		waitRunState(t, base, id, runID, "succeeded")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("kerneld: %v", err)
+	}
 }

@@ -35,6 +35,11 @@ type appender struct {
 
 	counters
 
+	// failure is the error of the writer's last transaction, nil once one
+	// commits again. Ping reports it: reads can go on succeeding while
+	// every append fails (a full disk, a read-only remount, an I/O error).
+	failure atomic.Pointer[error]
+
 	// Owned by the writer goroutine and reused from batch to batch.
 	batch   []*appendReq
 	pending map[string]int64 // last seq per session within the batch
@@ -199,12 +204,32 @@ func (s *Store) commit(batch []*appendReq) {
 	s.writeMu.Lock()
 	err := s.writeBatch(live)
 	s.writeMu.Unlock()
+	s.recordOutcome(err)
 	for _, r := range live {
 		if err != nil {
 			r.err = err
 		}
 		close(r.done)
 	}
+}
+
+// recordOutcome keeps the error of the transaction that just ended, or
+// forgets the last one if it committed.
+func (a *appender) recordOutcome(err error) {
+	if err != nil {
+		a.failure.Store(&err)
+	} else if a.failure.Load() != nil {
+		a.failure.Store(nil)
+	}
+}
+
+// lastFailure returns the error of the writer's last transaction if it
+// failed, else nil.
+func (a *appender) lastFailure() error {
+	if p := a.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // writeBatch appends the events of reqs in one transaction. A request

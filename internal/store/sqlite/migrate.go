@@ -104,7 +104,11 @@ func inspect(ctx context.Context, path string) error {
 		(SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_schema)`).
 		Scan(&appID, &version, &objects)
 	if err != nil {
-		return fmt.Errorf("%s cannot be read as a SQLite database; refusing to touch it: %w", path, err)
+		err = fmt.Errorf("%s cannot be read as a SQLite database; refusing to touch it: %w", path, err)
+		if isCorrupt(err) {
+			return &CorruptError{Path: path, Err: err}
+		}
+		return err
 	}
 	return checkVersion(path, appID, version, objects)
 }
@@ -153,22 +157,25 @@ func readHeader(path string) ([]byte, error) {
 
 // migrate applies the steps db has not had yet, each in its own
 // transaction together with the user_version that records it, so a
-// failed step leaves the database at the previous version.
-func migrate(ctx context.Context, db *sql.DB, path string, log *slog.Logger) error {
+// failed step leaves the database at the previous version. It returns how
+// many steps it applied.
+func migrate(ctx context.Context, db *sql.DB, path string, log *slog.Logger) (int, error) {
 	ms, err := migrations()
 	if err != nil {
-		return err
+		return 0, fmt.Errorf("migrate %s: %w", path, err)
 	}
+	n := 0
 	for _, m := range ms {
 		applied, err := applyMigration(ctx, db, path, m, len(ms))
 		if err != nil {
-			return err
+			return n, err
 		}
 		if applied {
+			n++
 			log.Info("applied schema migration", "path", path, "version", m.version, "file", m.name)
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // applyMigration applies m unless the database already has it, and says

@@ -75,6 +75,8 @@ type Store struct {
 	writeStmts
 	appender
 	ckpt      checkpointer
+	migrated  int         // schema migrations Open applied
+	corrupt   atomic.Bool // Diagnose found the file damaged: Close must not write
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -83,22 +85,23 @@ type Store struct {
 // build's schema, and starts the event writer. It refuses a file that is
 // not a SQLite database, a SQLite database that is not kerneld's, one with
 // a newer schema than this build knows, and a data directory another
-// kerneld holds; in each case without writing to the file.
+// kerneld holds; in each case without writing to the file. Every error
+// names the database file; one for a damaged file is a *CorruptError.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Path == "" {
 		return nil, fmt.Errorf("open store: no database path")
 	}
 	path, err := filepath.Abs(opts.Path)
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, fmt.Errorf("open database %s: %w", opts.Path, err)
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
+		return nil, fmt.Errorf("open database %s: create data directory: %w", path, err)
 	}
 	lock, err := lockDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	s, err := open(ctx, path, opts)
 	if err != nil {
@@ -125,10 +128,12 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.init(opts)
 	var err error
 	if s.wdb, err = openWriter(ctx, path); err != nil {
-		return nil, err
+		return nil, s.openError(err)
 	}
-	if err = migrate(ctx, s.wdb, path, log); err == nil {
-		err = s.prepare(ctx, s.wdb)
+	if s.migrated, err = migrate(ctx, s.wdb, path, log); err == nil {
+		if err = s.prepare(ctx, s.wdb); err != nil {
+			err = fmt.Errorf("open database %s: %w", path, err)
+		}
 	}
 	if err == nil {
 		s.rdb, err = openReaders(ctx, path)
@@ -140,9 +145,19 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if err != nil {
 		_ = s.wdb.Close() // err says what went wrong
-		return nil, err
+		return nil, s.openError(err)
 	}
 	return s, nil
+}
+
+// openError makes err, which names the file already, a *CorruptError if
+// the file is damaged. Nothing is written after it: open closes the
+// connections without the PRAGMA optimize of Close.
+func (s *Store) openError(err error) error {
+	if !isCorrupt(err) {
+		return err
+	}
+	return &CorruptError{Path: s.path, Modified: s.migrated > 0, Err: err}
 }
 
 // dsn returns the driver's name for the database at path: a file: URI, so
@@ -222,12 +237,18 @@ func (s *Store) Close() error {
 func (s *Store) close() error {
 	s.stopAppender()
 	errs := []error{s.ckpt.stop()}
-	// Recommended before closing a long-lived connection: refreshes the
-	// planner's statistics where they have drifted, usually doing nothing.
-	_, err := s.wdb.ExecContext(context.Background(), `PRAGMA optimize`)
+	if !s.corrupt.Load() {
+		// Recommended before closing a long-lived connection: refreshes
+		// the planner's statistics where they have drifted, usually doing
+		// nothing. It may write, which a damaged file must be spared.
+		_, err := s.wdb.ExecContext(context.Background(), `PRAGMA optimize`)
+		errs = append(errs, err)
+	}
 	// The writer closes last: the last connection to close checkpoints
-	// the WAL into the database file and removes it.
-	errs = append(errs, err, s.rdb.Close(), s.wdb.Close(), unlockDir(s.lock))
+	// the WAL into the database file and removes it. A checkpoint copies
+	// committed pages only: none of ours if Diagnose found the file
+	// unmodified.
+	errs = append(errs, s.rdb.Close(), s.wdb.Close(), unlockDir(s.lock))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
@@ -235,9 +256,15 @@ func (s *Store) close() error {
 	return nil
 }
 
-// Ping reports whether the store can serve reads, with a trivial query on
-// the read pool.
+// Ping reports whether the store can serve: it fails while the event
+// writer's last transaction failed (until one commits again), and when a
+// trivial query on the read pool does. Both matter: with a full disk or a
+// file system remounted read-only, reads go on succeeding while every
+// append fails.
 func (s *Store) Ping(ctx context.Context) error {
+	if err := s.lastFailure(); err != nil {
+		return fmt.Errorf("ping store: the last event append failed: %w", err)
+	}
 	var n int
 	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil {
 		return fmt.Errorf("ping store: %w", err)

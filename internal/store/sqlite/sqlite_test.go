@@ -152,6 +152,7 @@ func TestOpen_DirectoryInUse(t *testing.T) {
 	_, err = sqlite.Open(t.Context(), sqlite.Options{Path: filepath.Join(dir, "other.db")})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), fmt.Sprintf("data directory %s is in use by another kerneld (pid %d)", dir, os.Getpid()))
+	assert.Contains(t, err.Error(), filepath.Join(dir, "other.db"), "the error names the file")
 
 	require.NoError(t, first.Close())
 	mustOpen(t, sqlite.Options{Path: filepath.Join(dir, "kerneld.db")}) // Close released it
@@ -204,7 +205,8 @@ func TestOpen_RefusesForeignFiles(t *testing.T) {
 	}{
 		{"text file", writeBytes([]byte("name,value\na,1\n")), "is not a SQLite database; refusing to touch it"},
 		{"shorter than a header", writeBytes([]byte("SQLite")), "is not a SQLite database; refusing to touch it"},
-		{"corrupted database", writeBytes(append([]byte("SQLite format 3\x00"), garbage...)), "refusing to touch it"},
+		{"corrupted database", writeBytes(append([]byte("SQLite format 3\x00"), garbage...)),
+			"the database file looks corrupted and kerneld has not modified it"},
 		{"another program's database", func(t *testing.T, path string) {
 			createForeignDB(t, path, `CREATE TABLE notes (body TEXT)`, `INSERT INTO notes VALUES ('mine')`)
 		}, "is a SQLite database but not a kerneld one; refusing to touch it"},

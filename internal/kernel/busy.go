@@ -13,6 +13,21 @@ import (
 // errInterrupted cancels a run that new input interrupted.
 var errInterrupted = errors.New("run interrupted by new input")
 
+// Test hooks, nil outside tests. Each lets a test act inside a window too
+// short to hit reliably by timing alone.
+var (
+	// beforeQueuedStart is called on a session's run goroutine once
+	// handoff has made run the session's active run and before it starts;
+	// ctx is the run's own.
+	beforeQueuedStart func(ctx context.Context, run session.Run)
+	// queuedRecorded is called by enqueue once run is stored as queued and
+	// before it joins its queue.
+	queuedRecorded func(run session.Run)
+	// beforeHandoff is called on a session's run goroutine once ended, its
+	// run, is recorded as ended and before handoff picks its successor.
+	beforeHandoff func(ended session.Run)
+)
+
 // queuedRun is a run waiting for the session's active run to end.
 type queuedRun struct {
 	run          session.Run
@@ -65,6 +80,9 @@ func (k *Kernel) steer(ctx context.Context, sessionID string, busy *activeRun, i
 
 // enqueue records a queued run behind busy: FIFO, except that an
 // interrupting run goes ahead of the others (behind earlier interrupts).
+// The caller holds the session's lock, which handoff takes to choose busy's
+// successor: so the run joins busy's queue before that choice, never after
+// it, when nobody would start it.
 func (k *Kernel) enqueue(ctx context.Context, sessionID string, busy *activeRun, req RunRequest, interrupting bool) (session.Run, error) {
 	k.mu.Lock()
 	full := len(busy.queue)+len(busy.steered) >= k.limits.MaxQueued
@@ -76,6 +94,9 @@ func (k *Kernel) enqueue(ctx context.Context, sessionID string, busy *activeRun,
 		IdempotencyKey: req.IdempotencyKey, CreatedAt: k.now()}
 	if err := k.store.CreateRun(ctx, run); err != nil {
 		return session.Run{}, fmt.Errorf("create run: %w", err)
+	}
+	if queuedRecorded != nil {
+		queuedRecorded(run)
 	}
 	k.mu.Lock()
 	at := len(busy.queue)
@@ -113,27 +134,41 @@ func (k *Kernel) noticeLocked(busy *activeRun, ev session.Event) {
 	_ = busy.events.write(ev) // fails only once busy's end is logged
 }
 
-// handoff is called when ar's run has ended and been recorded. It turns
-// inputs still waiting to steer ar into queued runs, then makes the first
-// queued run the session's active one and returns it, or, with nothing
-// queued or the kernel closing, frees the session and returns nil.
-func (k *Kernel) handoff(sessionID string, ar *activeRun) (*activeRun, session.Run) {
-	k.queueSteers(sessionID, ar)
+// handoff is called when ar's run, ended, has been recorded. It turns
+// inputs still waiting to steer ar into queued runs; then, under the
+// session's lock, which every enqueue holds, it picks ar's successor,
+// records the change on the session and returns the successor, or nil
+// when the session is free.
+func (k *Kernel) handoff(ar *activeRun, ended session.Run) (*activeRun, session.Run) {
+	k.queueSteers(ended.SessionID, ar)
+	if beforeHandoff != nil {
+		beforeHandoff(ended)
+	}
+	unlock := k.lockSession(ended.SessionID)
+	nar, next := k.successor(ended.SessionID, ar)
+	k.settle(ended, next.ID)
+	unlock()
+	ar.finished()
+	return nar, next
+}
+
+// successor makes the first run queued behind ar the session's active run
+// and returns it; with nothing queued, or the kernel closing, it removes
+// ar and returns nil. Runs still queued when the kernel closes stay queued
+// in the store, and the next start resumes them.
+func (k *Kernel) successor(sessionID string, ar *activeRun) (*activeRun, session.Run) {
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	if len(ar.queue) == 0 || k.closed {
 		if k.active[sessionID] == ar {
 			delete(k.active, sessionID)
 		}
-		k.mu.Unlock()
-		ar.finished()
 		return nil, session.Run{}
 	}
 	next := ar.queue[0].run
 	nar := k.newActiveRun(next.ID)
 	nar.queue = ar.queue[1:]
 	k.active[sessionID] = nar
-	k.mu.Unlock()
-	ar.finished()
 	return nar, next
 }
 
@@ -157,29 +192,55 @@ func (k *Kernel) queueSteers(sessionID string, ar *activeRun) {
 }
 
 // startQueued starts ar's queued run: it is recorded as started, RUN_STARTED
-// is logged and its writer opened. ok is false when it could not start (the
-// session was closed, its agent is unavailable, the store failed); the run
-// is then recorded as cancelled or failed and the caller hands off.
+// is logged and its writer opened. ok is false when it did not start (the
+// session was closed, the run was cancelled, the kernel is closing, its
+// agent is unavailable, the store failed); the run is then recorded as
+// cancelled or failed, or left queued, and the caller hands off.
 func (k *Kernel) startQueued(ar *activeRun, run *session.Run) (spec agents.Spec, startErr error, ok bool) {
+	if beforeQueuedStart != nil {
+		beforeQueuedStart(ar.ctx, *run)
+	}
 	ctx := context.WithoutCancel(k.ctx)
 	unlock := k.lockSession(run.SessionID)
 	defer unlock()
 	s, err := k.store.GetSession(ctx, run.SessionID)
-	if err != nil || s.State == session.StateClosed || ar.ctx.Err() != nil {
-		k.cancelQueue(ar, *run)
+	if err != nil || s.State == session.StateClosed || errors.Is(context.Cause(ar.ctx), errSessionClosed) {
+		k.cancelQueue(ar, run)
+		return spec, nil, false
+	}
+	if k.stoppedBeforeStart(ar, run) {
 		return spec, nil, false
 	}
 	if spec, err = k.runnableAgent(s.Agent); err != nil {
-		k.endUnstarted(*run, session.RunFailed, &session.RunError{Code: session.ErrorCodeInternal, Message: err.Error()})
+		k.endUnstarted(run, session.RunFailed, &session.RunError{Code: session.ErrorCodeInternal, Message: err.Error()})
 		return spec, nil, false
 	}
 	logged, startErr := k.start(ctx, s, run)
 	if !logged {
-		k.abandon(s, *run)
+		k.abandon(s, run)
 		return spec, nil, false
 	}
 	k.openWriter(ar, *run)
 	return spec, startErr, true
+}
+
+// stoppedBeforeStart deals with a stop that reached ar's queued run after
+// handoff made it active and before it started, and reports whether the
+// run must not start. A cancel ends this run alone, unstarted; the runs
+// queued behind it carry on. A closing kernel leaves it queued, with the
+// rest, for the next start to resume. An interrupt lets it start: it ends
+// interrupted at once and keeps its input in the history, as any run an
+// interrupt stops does, so a well-timed interrupt loses no input.
+func (k *Kernel) stoppedBeforeStart(ar *activeRun, run *session.Run) bool {
+	cause := context.Cause(ar.ctx)
+	switch {
+	case k.checkOpen() != nil:
+		return true
+	case cause == nil || errors.Is(cause, errInterrupted):
+		return false
+	}
+	k.endUnstarted(run, session.RunCancelled, nil)
+	return true
 }
 
 // openWriter gives a run that has logged RUN_STARTED its event writer and
@@ -195,22 +256,22 @@ func (k *Kernel) openWriter(ar *activeRun, run session.Run) {
 }
 
 // cancelQueue cancels run and every run queued behind ar: their session
-// was closed or deleted, or the kernel is closing under them.
-func (k *Kernel) cancelQueue(ar *activeRun, run session.Run) {
+// was closed or deleted under them.
+func (k *Kernel) cancelQueue(ar *activeRun, run *session.Run) {
 	k.mu.Lock()
 	rest := ar.queue
 	ar.queue = nil
 	k.mu.Unlock()
 	k.endUnstarted(run, session.RunCancelled, nil)
 	for _, q := range rest {
-		k.endUnstarted(q.run, session.RunCancelled, nil)
+		k.endUnstarted(&q.run, session.RunCancelled, nil)
 	}
 }
 
 // endUnstarted records the end of a run that never started.
-func (k *Kernel) endUnstarted(run session.Run, state session.RunState, runErr *session.RunError) {
+func (k *Kernel) endUnstarted(run *session.Run, state session.RunState, runErr *session.RunError) {
 	run.State, run.EndedAt, run.Error = state, k.now(), runErr
-	err := k.store.UpdateRun(context.WithoutCancel(k.ctx), run)
+	err := k.store.UpdateRun(context.WithoutCancel(k.ctx), *run)
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		k.log.Error("record unstarted run", "session", run.SessionID, "run", run.ID, "err", err)
 	}
@@ -236,7 +297,7 @@ func (k *Kernel) cancelQueued(sessionID, runID string) bool {
 	if found == nil {
 		return false
 	}
-	k.endUnstarted(*found, session.RunCancelled, nil)
+	k.endUnstarted(found, session.RunCancelled, nil)
 	return true
 }
 
@@ -250,11 +311,11 @@ func (k *Kernel) runSession(ar *activeRun, run session.Run, spec agents.Spec, st
 		if !started {
 			spec, startErr, started = k.startQueued(ar, &run)
 		}
-		if started && k.execute(ar, run, spec, startErr) {
+		if started && k.execute(ar, &run, spec, startErr) {
 			k.retire(run.SessionID, ar) // suspended: its queue waits in the store for the next start
 			return
 		}
-		ar, run = k.handoff(run.SessionID, ar)
+		ar, run = k.handoff(ar, run)
 		started = false
 	}
 }

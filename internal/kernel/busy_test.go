@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -288,10 +289,12 @@ func TestKernel_BusyUnderLoad(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.Eventually(t, func() bool {
-		sess := mustGet(t, k.Kernel, s.ID)
-		return sess.ActiveRunID == "" && sess.State != session.StateRunning
-	}, waitTimeout, time.Millisecond)
+	runs := waitIdle(t, k.Kernel, s.ID)
+	for _, r := range runs {
+		assert.Contains(t, []session.RunState{session.RunSucceeded, session.RunInterrupted}, r.State,
+			"run %s (%q) was stopped only by an interrupt, if at all", r.ID, r.Input)
+	}
+	assert.NotEqual(t, session.StateRunning, mustGet(t, k.Kernel, s.ID).State)
 
 	seen := map[string]int{}
 	for _, m := range historyOf(t, k.Kernel, s.ID) {
@@ -314,4 +317,157 @@ func TestKernel_BusyUnderLoad(t *testing.T) {
 	assert.True(t, slices.IsSorted(queuedStarts), "queued runs started in the order they were accepted")
 	checkLog(t, s.ID, evs)
 	aguitest.Verify(t, evs)
+}
+
+// waitIdle waits until every run of the session has ended and been
+// recorded, and the session names no active run; it returns the runs,
+// newest first. Between two queued runs the session stays running, so
+// this is the moment its work is done.
+func waitIdle(tb testing.TB, k *kernel.Kernel, sessionID string) []session.Run {
+	tb.Helper()
+	var runs []session.Run
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		runs = allRuns(tb, k, sessionID)
+		done := mustGet(tb, k, sessionID).ActiveRunID == ""
+		for _, r := range runs {
+			done = done && r.State.Terminal()
+		}
+		if done {
+			return runs
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("session %s still busy after %v: runs %v", sessionID, waitTimeout, runStates(runs))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// runStates returns each run's id and state, for failure messages.
+func runStates(runs []session.Run) []string {
+	out := make([]string, len(runs))
+	for i, r := range runs {
+		out[i] = r.ID + ":" + string(r.State)
+	}
+	return out
+}
+
+// TestKernel_StopAtHandoff: a stop that reaches a queued run after handoff
+// made it the session's active run, and before it started, stops that run
+// alone: the runs queued behind it still run, in order. All the while the
+// session shows running, with the queued run as its active one.
+func TestKernel_StopAtHandoff(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// stop stops run at the gap and returns the run it posted, if any.
+		stop func(t *testing.T, k *kerneltest.Kernel, run session.Run) *session.Run
+		want session.RunState
+	}{
+		{"cancel", func(t *testing.T, k *kerneltest.Kernel, run session.Run) *session.Run {
+			got, err := k.CancelRun(t.Context(), run.SessionID, run.ID)
+			require.NoError(t, err)
+			assert.Equal(t, session.RunCancelled, got.State)
+			return nil
+		}, session.RunCancelled},
+		{"interrupt", func(t *testing.T, k *kerneltest.Kernel, run session.Run) *session.Run {
+			next := post(t, k.Kernel, run.SessionID, "instead", kernel.BusyInterrupt)
+			return &next
+		}, session.RunInterrupted},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			gap := make(chan session.Run, 1)
+			var once sync.Once
+			kernel.OnQueuedStart(t, func(ctx context.Context, run session.Run) {
+				once.Do(func() {
+					gap <- run
+					select { // until the test's stop lands
+					case <-ctx.Done():
+					case <-time.After(waitTimeout):
+					}
+				})
+			})
+			k, rec := newKernel(t, kerneltest.Options{})
+			s := mustSession(t, k.Kernel, "waiter")
+			first := post(t, k.Kernel, s.ID, "first", kernel.BusyReject)
+			<-k.Wait.Started()
+			second := post(t, k.Kernel, s.ID, "second", kernel.BusyQueue)
+			third := post(t, k.Kernel, s.ID, "third", kernel.BusyQueue)
+			k.Wait.Release()
+			at := receive(t, gap)
+			require.Equal(t, second.ID, at.ID)
+			sess := mustGet(t, k.Kernel, s.ID)
+			assert.Equal(t, session.StateRunning, sess.State, "no idle gap between queued runs")
+			assert.Equal(t, second.ID, sess.ActiveRunID)
+
+			posted := tt.stop(t, k, at)
+			waitIdle(t, k.Kernel, s.ID)
+			stopped := mustGetRun(t, k.Kernel, s.ID, second.ID)
+			assert.Equal(t, tt.want, stopped.State)
+			assert.Equal(t, session.RunSucceeded, mustGetRun(t, k.Kernel, s.ID, third.ID).State, "the queue carried on")
+			want := []string{first.ID, third.ID}
+			if posted != nil { // an interrupted run starts, to keep its input; the interrupting one goes next
+				want = []string{first.ID, second.ID, posted.ID, third.ID}
+			}
+			evs := logOf(t, k.Kernel, s.ID)
+			assert.Equal(t, want, startedOrder(t, evs))
+			checkLog(t, s.ID, evs)
+			aguitest.Verify(t, evs)
+			checkHistory(t, historyOf(t, k.Kernel, s.ID))
+			rec.WaitRunEnd(t, s.ID, third.ID)
+		})
+	}
+}
+
+// TestKernel_QueueRacesHandoff: input queued while the active run ends is
+// never stranded. The post below finds the run busy and, holding the
+// session's lock, stores its queued run; only then does the active run go
+// on to end and reach its handoff. The queued run must join the queue
+// before handoff picks a successor, never after, when nobody would start
+// it: handoff waits for the session's lock the post holds.
+func TestKernel_QueueRacesHandoff(t *testing.T) {
+	reached := make(chan string, 1)
+	kernel.OnHandoff(t, func(ended session.Run) {
+		select {
+		case reached <- ended.ID:
+		default:
+		}
+	})
+	var k *kerneltest.Kernel
+	var handoffSeen atomic.Bool
+	kernel.OnQueuedRecorded(t, func(session.Run) {
+		k.Wait.Release() // the active run ends now, with the post still under way
+		select {
+		case <-reached:
+			handoffSeen.Store(true)
+		case <-time.After(waitTimeout):
+		}
+		time.Sleep(50 * time.Millisecond) // time to pick a successor, if nothing held handoff back
+	})
+	k, rec := newKernel(t, kerneltest.Options{})
+	s := mustSession(t, k.Kernel, "waiter")
+	first := post(t, k.Kernel, s.ID, "first", kernel.BusyReject)
+	<-k.Wait.Started()
+	queued := post(t, k.Kernel, s.ID, "second", kernel.BusyQueue)
+	assert.Equal(t, session.RunQueued, queued.State, "queued behind the ending run")
+	require.True(t, handoffSeen.Load(), "the active run reached its handoff while the post was storing its run")
+
+	waitIdle(t, k.Kernel, s.ID)
+	assert.Equal(t, session.RunSucceeded, mustGetRun(t, k.Kernel, s.ID, queued.ID).State)
+	evs := logOf(t, k.Kernel, s.ID)
+	assert.Equal(t, []string{first.ID, queued.ID}, startedOrder(t, evs))
+	checkLog(t, s.ID, evs)
+	rec.WaitRunEnd(t, s.ID, queued.ID)
+}
+
+// receive returns the next value from c, failing the test if none comes.
+func receive[T any](tb testing.TB, c <-chan T) T {
+	tb.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(waitTimeout):
+		tb.Fatalf("nothing received after %v", waitTimeout)
+	}
+	var zero T
+	return zero
 }

@@ -1,9 +1,12 @@
 package kernel_test
 
 import (
+	"cmp"
 	"context"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/session/aguitest"
+	"github.com/kerneld/kerneld/internal/store/sqlite"
 )
 
 func TestKernel_CancelRun(t *testing.T) {
@@ -205,6 +209,131 @@ func testCancelNotFound(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := k.CancelRun(tt.ctx, tt.sessionID, tt.runID)
 			requireCode(t, err, errdefs.ErrNotFound, tt.code)
+		})
+	}
+}
+
+// mustSQLite opens a SQLite store in a temp file, closed when the test
+// ends. Unlike the memory store, its reads fail once their context is
+// cancelled, which is how a stopped run's late store call shows.
+func mustSQLite(tb testing.TB) *sqlite.Store {
+	tb.Helper()
+	db, err := sqlite.Open(tb.Context(), sqlite.Options{Path: filepath.Join(tb.TempDir(), "kerneld.db")})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// TestKernel_StopMidToolSQLite: a run stopped while its tools run ends as
+// its stop says, cancelled or interrupted, on the SQLite store too, where
+// a store read made after the stop fails; never as an internal failure.
+func TestKernel_StopMidToolSQLite(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		stop   func(t *testing.T, k *kerneltest.Kernel, s session.Session, run session.Run)
+		want   session.RunState
+		reason string
+	}{
+		{"cancel", func(t *testing.T, k *kerneltest.Kernel, s session.Session, run session.Run) {
+			_, err := k.CancelRun(t.Context(), s.ID, run.ID)
+			require.NoError(t, err)
+		}, session.RunCancelled, session.ReasonCancelled},
+		{"interrupt", func(t *testing.T, k *kerneltest.Kernel, s session.Session, _ session.Run) {
+			post(t, k.Kernel, s.ID, "instead", kernel.BusyInterrupt)
+			k.Wait.Release() // the interrupting run calls wait too
+		}, session.RunInterrupted, session.ReasonInterrupted},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			k, rec := newKernel(t, kerneltest.Options{Store: mustSQLite(t)})
+			s := mustSession(t, k.Kernel, "waiter")
+			run := post(t, k.Kernel, s.ID, "wait for it", kernel.BusyReject)
+			<-k.Wait.Started()
+			tt.stop(t, k, s, run)
+			end := rec.WaitRunEnd(t, s.ID, run.ID)
+			require.Equal(t, session.EventRunFinished, end.Type, "the run ended with %s", end.Data)
+			assert.Equal(t, tt.reason, kerneldMeta(t, end)["reason"])
+			got := waitRun(t, k.Kernel, rec, s.ID, run.ID)
+			assert.Equal(t, tt.want, got.State)
+			assert.Nil(t, got.Error)
+			k.Wait.Release()
+			waitIdle(t, k.Kernel, s.ID)
+			evs := logOf(t, k.Kernel, s.ID)
+			checkLog(t, s.ID, evs)
+			checkHistory(t, historyOf(t, k.Kernel, s.ID))
+		})
+	}
+}
+
+// stopOnToolResult is a store that lets a test stop a run the moment the
+// run records its first tool result: after its tool calls, before its
+// next model call. If the stop lands only after stop returns, the next
+// ListMemory (the next model call's first read) waits for it to land.
+type stopOnToolResult struct {
+	kernel.Store
+	stop  func(result session.Message, landsLater func()) // calls landsLater if its stop lands after it returns
+	once  sync.Once
+	armed atomic.Bool // the next ListMemory waits for the stop
+}
+
+func (s *stopOnToolResult) AppendMessages(ctx context.Context, msgs ...session.Message) error {
+	err := s.Store.AppendMessages(ctx, msgs...)
+	if err == nil && msgs[0].Role == session.RoleTool {
+		s.once.Do(func() { s.stop(msgs[0], func() { s.armed.Store(true) }) })
+	}
+	return err
+}
+
+func (s *stopOnToolResult) ListMemory(ctx context.Context, sessionID string) ([]session.MemoryEntry, error) {
+	if s.armed.CompareAndSwap(true, false) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(waitTimeout):
+		}
+	}
+	return s.Store.ListMemory(ctx, sessionID)
+}
+
+// TestKernel_StopBeforeNextModelCall: a stop that lands after a run's tool
+// calls have all returned, before its next model call, ends the run as the
+// stop says, on the SQLite store too, where the next call's reads fail.
+func TestKernel_StopBeforeNextModelCall(t *testing.T) {
+	for _, tt := range []struct {
+		policy kernel.BusyPolicy // how the run is stopped; "" is CancelRun
+		want   session.RunState
+		reason string
+	}{
+		{"", session.RunCancelled, session.ReasonCancelled},
+		{kernel.BusyInterrupt, session.RunInterrupted, session.ReasonInterrupted},
+	} {
+		t.Run(string(cmp.Or(tt.policy, "cancel")), func(t *testing.T) {
+			var k *kerneltest.Kernel
+			var wg sync.WaitGroup
+			var stopErr error
+			st := &stopOnToolResult{Store: mustSQLite(t)}
+			st.stop = func(result session.Message, landsLater func()) {
+				if tt.policy == "" { // CancelRun waits for the run's end, so not here
+					landsLater()
+					wg.Go(func() { _, stopErr = k.CancelRun(context.Background(), result.SessionID, result.RunID) })
+					return
+				}
+				_, _, stopErr = k.Run(context.Background(), result.SessionID, kernel.RunRequest{Input: "instead", IfBusy: tt.policy})
+			}
+			k, rec := newKernel(t, kerneltest.Options{Store: st})
+			s := mustSession(t, k.Kernel, "tooluser")
+			run := post(t, k.Kernel, s.ID, "what time is it?", kernel.BusyReject)
+			end := rec.WaitRunEnd(t, s.ID, run.ID)
+			wg.Wait()
+			require.NoError(t, stopErr)
+			require.Equal(t, session.EventRunFinished, end.Type, "the run ended with %s", end.Data)
+			assert.Equal(t, tt.reason, kerneldMeta(t, end)["reason"])
+			assert.Equal(t, tt.want, waitRun(t, k.Kernel, rec, s.ID, run.ID).State)
+			for _, r := range waitIdle(t, k.Kernel, s.ID) {
+				if r.ID != run.ID {
+					assert.Equal(t, session.RunSucceeded, r.State, "the interrupting run")
+				}
+			}
+			checkLog(t, s.ID, logOf(t, k.Kernel, s.ID))
+			checkHistory(t, historyOf(t, k.Kernel, s.ID))
 		})
 	}
 }

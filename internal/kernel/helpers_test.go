@@ -273,10 +273,27 @@ func runEvents(evs []session.Event, runID string) []session.Event {
 // historyOf reads a session's whole conversation history.
 func historyOf(tb testing.TB, k *kernel.Kernel, sessionID string) []session.Message {
 	tb.Helper()
-	var all []session.Message
+	return allPages(tb, func(page kernel.PageRequest) (kernel.Page[session.Message], error) {
+		return k.Messages(tb.Context(), sessionID, page)
+	})
+}
+
+// allRuns lists every run of a session, newest first.
+func allRuns(tb testing.TB, k *kernel.Kernel, sessionID string) []session.Run {
+	tb.Helper()
+	return allPages(tb, func(page kernel.PageRequest) (kernel.Page[session.Run], error) {
+		return k.ListRuns(tb.Context(), sessionID, page)
+	})
+}
+
+// allPages follows a listing's cursors from the first page to the last
+// and returns every item.
+func allPages[T any](tb testing.TB, list func(kernel.PageRequest) (kernel.Page[T], error)) []T {
+	tb.Helper()
+	var all []T
 	page := kernel.PageRequest{Limit: kernel.MaxPageSize}
 	for {
-		p, err := k.Messages(tb.Context(), sessionID, page)
+		p, err := list(page)
 		require.NoError(tb, err)
 		all = append(all, p.Items...)
 		if p.Next == "" {

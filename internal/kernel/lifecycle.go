@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,25 +10,23 @@ import (
 	"github.com/kerneld/kerneld/internal/session"
 )
 
-// CloseSession closes a session: its run, if any, is cancelled and
-// recorded, no new run is accepted, and its streams end after its final
-// event. The history stays readable until the session is deleted.
+// CloseSession closes a session and its child sessions: their runs, if
+// any, are cancelled and recorded, no new run is accepted, and their
+// streams end after their final events. The history stays readable until
+// the session is deleted.
 func (k *Kernel) CloseSession(ctx context.Context, id string) (session.Session, error) {
 	if _, err := k.GetSession(ctx, id); err != nil {
 		return session.Session{}, err
 	}
-	s, err := k.closeSession(ctx, id)
-	if err != nil {
-		return session.Session{}, err
-	}
-	k.notifyEnded(s)
-	return s, nil
+	return k.closeSession(ctx, id)
 }
 
 // DeleteSession cancels the session's run and deletes the session with its
 // history. A session with children is deleted only with cascade, and then
 // its whole subtree goes first. The session is closed first, under its
-// lock, so no child can be added while the subtree is being deleted.
+// lock, so no child can be added while the subtree is being deleted, and
+// its run is stopped before its children go: a run waiting on a child it
+// spawned must end cancelled with it, not find the child gone and carry on.
 func (k *Kernel) DeleteSession(ctx context.Context, id string, cascade bool) error {
 	if _, err := k.GetSession(ctx, id); err != nil {
 		return err
@@ -47,6 +46,9 @@ func (k *Kernel) deleteSession(ctx context.Context, id string, cascade bool) err
 		return closeState(s, k.now().UTC())
 	})
 	if err != nil {
+		return err
+	}
+	if err := k.stopRuns(ctx, id, errSessionClosed); err != nil {
 		return err
 	}
 	children, err := k.store.ListSessions(ctx, SessionQuery{ParentID: id})
@@ -83,29 +85,62 @@ func (k *Kernel) refuseIfParent(ctx context.Context, id string) error {
 	return nil
 }
 
-// closeState moves s to closed unless it already is.
+// closeState moves s to closed unless it already is. A closed session
+// no longer expires: retention deletes it DeleteAfter after it closed.
 func closeState(s *session.Session, now time.Time) error {
 	if s.State == session.StateClosed {
 		return nil
 	}
+	s.ExpiresAt = time.Time{}
 	return s.Transition(session.StateClosed, now)
 }
 
-// closeSession moves session id to closed, then cancels its run and waits
-// until the run has recorded its end. It returns the closed session.
+// closeSession closes session id and its subtree. Each session is moved to
+// closed, its runs are stopped and recorded, and, if it was open, its
+// observers are told it ended. A parent's run is stopped before its
+// children close, so a run waiting on a child it spawned ends cancelled
+// rather than seeing the child end under it. It returns the closed session.
 func (k *Kernel) closeSession(ctx context.Context, id string) (session.Session, error) {
-	err := k.updateSession(ctx, id, func(s *session.Session) error { return closeState(s, k.now().UTC()) })
+	wasOpen := false
+	err := k.updateSession(ctx, id, func(s *session.Session) error {
+		if s.State == session.StateClosed {
+			return errUnchanged
+		}
+		wasOpen = true
+		return closeState(s, k.now().UTC())
+	})
 	if err != nil {
 		return session.Session{}, err
 	}
 	if err := k.stopRuns(ctx, id, errSessionClosed); err != nil {
 		return session.Session{}, err
 	}
+	if err := k.closeChildren(ctx, id); err != nil {
+		return session.Session{}, err
+	}
 	s, err := k.store.GetSession(ctx, id)
 	if err != nil {
 		return session.Session{}, fmt.Errorf("get session: %w", err)
 	}
+	if wasOpen {
+		k.notifyEnded(s)
+	}
 	return s, nil
+}
+
+// closeChildren closes the child sessions of session id, with theirs: a
+// child works for its parent and has nobody to answer once it is closed.
+func (k *Kernel) closeChildren(ctx context.Context, id string) error {
+	children, err := k.store.ListSessions(ctx, SessionQuery{ParentID: id})
+	if err != nil {
+		return fmt.Errorf("list children: %w", err)
+	}
+	for _, c := range children {
+		if _, err := k.closeSession(ctx, c.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
 }
 
 // stopRuns stops every run of session id, the active one and those queued
@@ -147,15 +182,26 @@ func (k *Kernel) stop(ctx context.Context, ar *activeRun, cause error) error {
 	}
 }
 
+// errUnchanged, returned by an updateSession change, leaves the session
+// as it is stored.
+var errUnchanged = errors.New("session unchanged")
+
 // updateSession applies change to the stored session id under its lock.
 func (k *Kernel) updateSession(ctx context.Context, id string, change func(*session.Session) error) error {
 	unlock := k.lockSession(id)
 	defer unlock()
+	return k.updateSessionLocked(ctx, id, change)
+}
+
+// updateSessionLocked is updateSession for a caller holding the lock.
+func (k *Kernel) updateSessionLocked(ctx context.Context, id string, change func(*session.Session) error) error {
 	s, err := k.store.GetSession(ctx, id)
 	if err != nil {
 		return fmt.Errorf("get session: %w", err)
 	}
-	if err := change(&s); err != nil {
+	if err := change(&s); errors.Is(err, errUnchanged) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if err := k.store.UpdateSession(ctx, s); err != nil {
@@ -169,4 +215,49 @@ func (k *Kernel) notifyEnded(s session.Session) {
 	for _, o := range k.observers {
 		o.ObserveSessionEnded(s.ID, s.LastSeq)
 	}
+}
+
+// settle records on ended's session that the run has ended; the caller
+// holds the session's lock. A run that a shutdown left queued changes
+// nothing: the next start resumes it.
+func (k *Kernel) settle(ended session.Run, nextID string) {
+	if ended.State == session.RunQueued {
+		return
+	}
+	now := k.now().UTC()
+	err := k.updateSessionLocked(context.WithoutCancel(k.ctx), ended.SessionID, func(s *session.Session) error {
+		return afterRun(s, ended, nextID, now)
+	})
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		k.log.Error("record session state", "session", ended.SessionID, "run", ended.ID, "err", err)
+	}
+}
+
+// afterRun moves s on from its ended run, through its state machine. With
+// nextID, the queued run taking over, s stays running and names it, so no
+// client sees it idle between the two. Otherwise s is free: its state
+// tells how the run went, and its TTL starts again, since a session
+// expires after being idle that long, not after its run started.
+func afterRun(s *session.Session, ended session.Run, nextID string, now time.Time) error {
+	s.ActiveRunID, s.ExpiresAt = nextID, time.Time{}
+	switch {
+	case s.State == session.StateClosed:
+		return nil
+	case nextID != "":
+		return s.Transition(session.StateRunning, now)
+	}
+	s.ExpiresAt = expiry(now, s.TTL)
+	if s.State != session.StateRunning && s.State != session.StateWaitingInput {
+		return nil // ended never started, so the state still tells of the run before it
+	}
+	return s.Transition(idleState(ended), now)
+}
+
+// idleState is the state a session's last run leaves it in: error when the
+// run failed or kerneld stopped under it, completed otherwise.
+func idleState(ended session.Run) session.State {
+	if ended.Error != nil {
+		return session.StateError
+	}
+	return session.StateCompleted
 }

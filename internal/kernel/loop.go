@@ -58,13 +58,14 @@ type runner struct {
 	undecided []string
 }
 
-// execute runs the agent loop for ar and records how it ended. A startErr
-// (the run is logged but could not be fully recorded) ends it at once as
-// internal. It reports whether the run was suspended instead of ended: a
-// run awaiting approvals when kerneld shuts down is resumed at next start.
-func (k *Kernel) execute(ar *activeRun, run session.Run, spec agents.Spec, startErr error) (suspended bool) {
+// execute runs the agent loop for ar and records how it ended in *run. A
+// startErr (the run is logged but could not be fully recorded) ends it at
+// once as internal. It reports whether the run was suspended instead of
+// ended: a run awaiting approvals when kerneld shuts down is resumed at
+// next start.
+func (k *Kernel) execute(ar *activeRun, run *session.Run, spec agents.Spec, startErr error) (suspended bool) {
 	r := &runner{
-		k: k, ar: ar, run: &run, spec: spec,
+		k: k, ar: ar, run: run, spec: spec,
 		log: k.log.With("session", run.SessionID, "run", run.ID, "agent", spec.Name),
 	}
 	r.events = ar.events
@@ -74,6 +75,7 @@ func (k *Kernel) execute(ar *activeRun, run session.Run, spec agents.Spec, start
 	if err == nil {
 		err = r.safeLoop(ctx)
 	}
+	err = stopCause(ctx, err)
 	if errors.Is(err, errSuspended) {
 		if err := r.events.close(); err != nil {
 			r.log.Error("suspend run", "err", err)
@@ -109,6 +111,11 @@ func (r *runner) loop(ctx context.Context) error {
 		first = n
 	}
 	for n := first; n < r.spec.MaxTurns; n++ {
+		// Tool results can win the race with a stop: the stop must end
+		// the run before another model call, not be found by its reads.
+		if err := stopped(ctx); err != nil {
+			return err
+		}
 		calls, err := r.modelTurn(ctx, n)
 		if err != nil {
 			return err
@@ -156,6 +163,30 @@ func (r *runner) modelTurn(ctx context.Context, n int) ([]session.ToolCall, erro
 		return nil, err
 	}
 	return msg.ToolCalls, nil
+}
+
+// stopped returns why ctx was stopped (cancel, interrupt, timeout,
+// shutdown), or nil while it runs.
+func stopped(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(ctx)
+}
+
+// stopCause returns err, the loop's result, unless the run was stopped:
+// then it returns the stop's cause. A stopped run's store reads fail too
+// (SQLite honours the cancelled context), and whatever failed after the
+// stop, the run must end as the stop says, never as internal. A
+// suspended run stays suspended.
+func stopCause(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, errSuspended) {
+		return err
+	}
+	if cause := stopped(ctx); cause != nil {
+		return cause
+	}
+	return err
 }
 
 // streamFailure classifies an error from a provider's Stream.
@@ -310,28 +341,17 @@ func (r *runner) closeOpen() ([]session.Event, []session.Message) {
 	return evs, msgs
 }
 
-// recordEnd stores the run's end and moves the session on, unless it was
-// closed meanwhile.
+// recordEnd stores the run's end. Its session is moved on by handoff,
+// which knows whether a queued run takes over.
 func (r *runner) recordEnd(end ending, endSeq int64) {
-	ctx := r.storeCtx()
 	now := r.k.now().UTC()
 	run := r.run
 	if err := run.Transition(end.runState, now); err != nil {
 		r.log.Error("record run end", "err", err)
 	}
 	run.Error, run.Usage, run.EndSeq = end.runErr, r.usage, endSeq
-	if err := r.k.store.UpdateRun(ctx, *run); err != nil {
+	if err := r.k.store.UpdateRun(r.storeCtx(), *run); err != nil {
 		r.log.Error("record run end", "err", err)
-	}
-	err := r.k.updateSession(ctx, run.SessionID, func(s *session.Session) error {
-		s.ActiveRunID = ""
-		if s.State != session.StateClosed {
-			s.State, s.UpdatedAt = end.sessionState, now
-		}
-		return nil
-	})
-	if err != nil {
-		r.log.Error("record session state", "err", err)
 	}
 	r.log.Info("run ended", "state", run.State, "duration", now.Sub(run.StartedAt).Round(time.Millisecond))
 }

@@ -2,8 +2,10 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -59,10 +61,12 @@ func (k *Kernel) sweepLoop() {
 	}
 }
 
-// Sweep closes sessions idle past their TTL and deletes, with their
-// subtrees, sessions closed by retention more than DeleteAfter ago. Each
-// step handles at most Batch sessions, so one sweep stays short however
-// many have piled up; the rest wait for the next.
+// Sweep closes, with their subtrees, sessions idle past their TTL, and
+// deletes, with their subtrees, sessions closed more than DeleteAfter ago.
+// A session is idle while it has no run: none executing, waiting for an
+// approval or queued. Each step handles at most Batch sessions, so one
+// sweep stays short however many have piled up; the rest wait for the
+// next.
 func (k *Kernel) Sweep(ctx context.Context) error {
 	now := k.now().UTC()
 	expired, err := k.store.ListSessions(ctx, SessionQuery{ExpiresBefore: now, Limit: k.retention.Batch})
@@ -70,12 +74,16 @@ func (k *Kernel) Sweep(ctx context.Context) error {
 		return err
 	}
 	for _, s := range expired {
-		closed, err := k.expire(ctx, s.ID)
+		closed, err := k.expire(ctx, s.ID, now)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			continue // deleted since the listing
+		}
 		if err != nil {
 			return err
 		}
-		k.notifyEnded(closed)
-		k.log.Info("session expired", "session", s.ID)
+		if closed {
+			k.log.Info("session expired", "session", s.ID)
+		}
 	}
 	stale, err := k.store.ListSessions(ctx, SessionQuery{
 		State: session.StateClosed, UpdatedBefore: now.Add(-k.retention.DeleteAfter), Limit: k.retention.Batch,
@@ -92,15 +100,37 @@ func (k *Kernel) Sweep(ctx context.Context) error {
 	return nil
 }
 
-// expire closes session id for retention. Its expiry is cleared so the
-// next sweep does not find it again; its UpdatedAt starts DeleteAfter.
-func (k *Kernel) expire(ctx context.Context, id string) (session.Session, error) {
-	err := k.updateSession(ctx, id, func(s *session.Session) error {
-		s.ExpiresAt = time.Time{}
-		return closeState(s, k.now().UTC())
+// expire closes session id, and its subtree, if at now it is still idle
+// past its expiry; closing clears the expiry, and its UpdatedAt starts
+// DeleteAfter. A session found busy keeps running: its expiry is cleared,
+// so sweeps stop finding it, and is set again when it is free.
+func (k *Kernel) expire(ctx context.Context, id string, now time.Time) (closed bool, err error) {
+	err = k.updateSession(ctx, id, func(s *session.Session) error {
+		switch {
+		case s.ActiveRunID != "" || k.hasRun(id):
+			s.ExpiresAt = time.Time{}
+			return nil
+		case s.ExpiresAt.IsZero() || !s.ExpiresAt.Before(now):
+			return errUnchanged // used since it was listed
+		}
+		closed = true
+		return closeState(s, now)
 	})
-	if err != nil {
-		return session.Session{}, err
+	if err != nil || !closed {
+		return false, err
 	}
-	return k.closeSession(ctx, id)
+	s, err := k.closeSession(ctx, id) // closed above, under the lock, so it is told here
+	if err != nil {
+		return true, err
+	}
+	k.notifyEnded(s)
+	return true, nil
+}
+
+// hasRun reports whether session id has a run in this kernel: executing,
+// waiting for an approval, or queued and about to start.
+func (k *Kernel) hasRun(id string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.active[id] != nil
 }

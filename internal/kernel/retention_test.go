@@ -55,18 +55,49 @@ func TestKernel_Sweep(t *testing.T) {
 		assert.NotEqual(t, session.StateClosed, mustGet(t, k.Kernel, s.ID).State)
 	})
 
-	t.Run("an expiring session's run is cancelled", func(t *testing.T) {
+	t.Run("a run longer than the TTL keeps its session", func(t *testing.T) {
 		c := &clock{}
 		k, rec := newKernel(t, kerneltest.Options{Now: c.Now})
 		s, err := k.CreateSession(t.Context(), kernel.CreateSession{Agent: "waiter", TTL: time.Minute})
 		require.NoError(t, err)
 		run := mustRun(t, k.Kernel, s.ID, "go")
 		<-k.Wait.Started()
-		c.Advance(2 * time.Minute) // the run started at 0, so it expires at 1m
+		assert.True(t, mustGet(t, k.Kernel, s.ID).ExpiresAt.IsZero(), "a busy session has no expiry")
+		setExpiry(t, k, s.ID, c.Now().Add(-time.Second)) // as if set before the run, by an older kerneld
+		c.Advance(2 * time.Minute)
 		require.NoError(t, k.Sweep(t.Context()))
-		end := rec.WaitRunEnd(t, s.ID, run.ID)
-		assert.Equal(t, "cancelled", outcomeOf(end))
+		assert.Equal(t, session.StateRunning, mustGet(t, k.Kernel, s.ID).State, "busy, not idle")
+		assert.True(t, mustGet(t, k.Kernel, s.ID).ExpiresAt.IsZero(), "the sweep cleared the stale expiry")
+
+		k.Wait.Release()
+		ended := waitRun(t, k.Kernel, rec, s.ID, run.ID)
+		assert.Equal(t, session.RunSucceeded, ended.State, "the run was left to finish")
+		assert.WithinDuration(t, ended.EndedAt.Add(time.Minute), mustGet(t, k.Kernel, s.ID).ExpiresAt, time.Second,
+			"idle time counts from the run's end")
+		c.Advance(50 * time.Second)
+		require.NoError(t, k.Sweep(t.Context()))
+		assert.Equal(t, session.StateCompleted, mustGet(t, k.Kernel, s.ID).State)
+		c.Advance(20 * time.Second)
+		require.NoError(t, k.Sweep(t.Context()))
+		assert.Equal(t, session.StateClosed, mustGet(t, k.Kernel, s.ID).State)
+		assert.Len(t, rec.Ended(s.ID), 1, "its streams were told")
 		checkLog(t, s.ID, logOf(t, k.Kernel, s.ID))
+	})
+
+	t.Run("an approval wait longer than the TTL keeps its session", func(t *testing.T) {
+		c := &clock{}
+		k, rec := newKernel(t, kerneltest.Options{Now: c.Now})
+		s, err := k.CreateSession(t.Context(), kernel.CreateSession{Agent: "gated", TTL: time.Minute})
+		require.NoError(t, err)
+		run, pending := awaitApprovals(t, k, rec, s.ID)
+		c.Advance(10 * time.Minute)
+		require.NoError(t, k.Sweep(t.Context()))
+		assert.Equal(t, session.StateWaitingInput, mustGet(t, k.Kernel, s.ID).State)
+		for _, a := range pending {
+			_, err := k.Decide(t.Context(), s.ID, run.ID, a.ToolCallID, true, "")
+			require.NoError(t, err)
+		}
+		assert.Equal(t, session.RunSucceeded, waitRun(t, k.Kernel, rec, s.ID, run.ID).State)
 	})
 
 	t.Run("batches are bounded", func(t *testing.T) {
@@ -96,6 +127,15 @@ func mustGet(tb testing.TB, k *kernel.Kernel, id string) session.Session {
 	s, err := k.GetSession(tb.Context(), id)
 	require.NoError(tb, err)
 	return s
+}
+
+// setExpiry stores a new expiry on a session, behind the kernel's back.
+func setExpiry(tb testing.TB, k *kerneltest.Kernel, id string, at time.Time) {
+	tb.Helper()
+	s, err := k.Store.GetSession(tb.Context(), id)
+	require.NoError(tb, err)
+	s.ExpiresAt = at
+	require.NoError(tb, k.Store.UpdateSession(tb.Context(), s))
 }
 
 func countClosed(tb testing.TB, k *kernel.Kernel, ids []string) int {

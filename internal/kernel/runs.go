@@ -71,7 +71,7 @@ func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (ses
 func (k *Kernel) launch(ctx context.Context, s session.Session, spec agents.Spec, ar *activeRun, run session.Run) (session.Run, bool, error) {
 	logged, startErr := k.start(ctx, s, &run)
 	if !logged {
-		k.abandon(s, run)
+		k.abandon(s, &run)
 		k.retire(s.ID, ar)
 		k.wg.Done()
 		return session.Run{}, false, startErr
@@ -175,7 +175,8 @@ func (k *Kernel) start(ctx context.Context, s session.Session, r *session.Run) (
 		return false, err
 	}
 	s.ActiveRunID = r.ID
-	s.ExpiresAt = expiry(r.StartedAt, s.TTL) // activity keeps a session alive
+	s.ExpiresAt = time.Time{} // a busy session does not expire; its TTL restarts when it is free
+
 	if err := k.store.UpdateSession(ctx, s); err != nil {
 		return false, fmt.Errorf("update session: %w", err)
 	}
@@ -220,11 +221,11 @@ func (k *Kernel) recordStart(ctx context.Context, r *session.Run) error {
 
 // abandon undoes what start recorded of a run that never reached the log:
 // the run is marked failed and the session gets its previous state back.
-func (k *Kernel) abandon(prev session.Session, r session.Run) {
+func (k *Kernel) abandon(prev session.Session, r *session.Run) {
 	ctx := context.WithoutCancel(k.ctx)
 	r.State, r.EndedAt = session.RunFailed, k.now().UTC()
 	r.Error = &session.RunError{Code: session.ErrorCodeInternal, Message: "the run could not be started"}
-	if err := k.store.UpdateRun(ctx, r); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+	if err := k.store.UpdateRun(ctx, *r); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		k.log.Error("abandon run", "session", prev.ID, "run", r.ID, "err", err)
 	}
 	if err := k.store.UpdateSession(ctx, prev); err != nil {

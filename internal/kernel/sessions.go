@@ -134,8 +134,8 @@ func (k *Kernel) insertSession(ctx context.Context, s *session.Session, parentID
 	return nil
 }
 
-// placeUnder makes s a child of parentID, enforcing the parent agent's
-// max_depth and max_children.
+// placeUnder makes s a child of parentID, enforcing the max_depth of every
+// ancestor's agent and the parent agent's max_children.
 func (k *Kernel) placeUnder(ctx context.Context, s *session.Session, parentID string) error {
 	parent, err := k.GetSession(ctx, parentID)
 	if errdefs.CodeOf(err) == "session_not_found" {
@@ -150,9 +150,8 @@ func (k *Kernel) placeUnder(ctx context.Context, s *session.Session, parentID st
 	if err != nil {
 		return err
 	}
-	if parent.Depth+1 > spec.Limits.MaxDepth {
-		return errdefs.New(errdefs.ErrConflict, "max_depth_exceeded",
-			"agent %q allows sessions %d deep; the parent is at depth %d", spec.Name, spec.Limits.MaxDepth, parent.Depth)
+	if err := k.checkDepth(ctx, parent); err != nil {
+		return err
 	}
 	open, err := k.openChildren(ctx, parent.ID)
 	if err != nil {

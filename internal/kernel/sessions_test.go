@@ -116,6 +116,15 @@ func TestKernel_CreateSession(t *testing.T) {
 		requireCode(t, err, errdefs.ErrConflict, "max_depth_exceeded")
 	})
 
+	t.Run("an ancestor's max_depth bounds its subtree", func(t *testing.T) {
+		k, _ := newKernel(t, kerneltest.Options{})
+		root := mustSession(t, k.Kernel, "echo") // max_depth 1 by default
+		child := mustChild(t, k.Kernel, "parent", root.ID)
+		_, err := k.CreateSession(t.Context(), kernel.CreateSession{Agent: "echo", ParentID: child.ID})
+		requireCode(t, err, errdefs.ErrConflict, "max_depth_exceeded") // parent's own limit, 2, would allow it
+		assert.Contains(t, err.Error(), `"echo"`, "the error names the agent whose limit applies")
+	})
+
 	t.Run("max_children", func(t *testing.T) {
 		k, rec := newKernel(t, kerneltest.Options{})
 		root := mustSession(t, k.Kernel, "parent")
@@ -339,6 +348,36 @@ func TestKernel_CloseSession(t *testing.T) {
 		checkHistory(t, historyOf(t, k.Kernel, s.ID))
 	})
 
+	t.Run("closes its subtree", func(t *testing.T) {
+		k, rec := newKernel(t, kerneltest.Options{})
+		root := mustSession(t, k.Kernel, "parent")
+		child := mustChild(t, k.Kernel, "parent", root.ID)
+		grandchild := mustChild(t, k.Kernel, "slow", child.ID)
+		run := mustRun(t, k.Kernel, grandchild.ID, "talk")
+		rec.WaitEvents(t, grandchild.ID, run.ID, session.EventTextMessageContent, 2)
+
+		_, err := k.CloseSession(t.Context(), root.ID)
+		require.NoError(t, err)
+		for _, id := range []string{root.ID, child.ID, grandchild.ID} {
+			assert.Equal(t, session.StateClosed, mustGet(t, k.Kernel, id).State)
+			assert.Len(t, rec.Ended(id), 1, "session %s was told it ended", id)
+		}
+		evs := logOf(t, k.Kernel, grandchild.ID)
+		checkLog(t, grandchild.ID, evs)
+		end := cancelledEnd(t, evs, run.ID, "cancelled")
+		assert.Equal(t, []int64{end.Seq}, rec.Ended(grandchild.ID))
+	})
+
+	t.Run("parent mid-spawn", func(t *testing.T) {
+		k, ids := testEndMidSpawn(t, func(k *kernel.Kernel, id string) error {
+			_, err := k.CloseSession(t.Context(), id)
+			return err
+		})
+		for _, id := range ids {
+			assert.Equal(t, session.StateClosed, mustGet(t, k, id).State)
+		}
+	})
+
 	t.Run("ErrNotFound", func(t *testing.T) {
 		k, _ := newKernel(t, kerneltest.Options{})
 		s := mustSession(t, k.Kernel, "echo")
@@ -413,6 +452,14 @@ func TestKernel_DeleteSession(t *testing.T) {
 		require.NoError(t, k.DeleteSession(t.Context(), root.ID, true))
 		end := cancelledEnd(t, rec.Events(child.ID), run.ID, "cancelled")
 		assert.Equal(t, []int64{end.Seq}, rec.Ended(child.ID))
+	})
+
+	t.Run("parent mid-spawn with cascade", func(t *testing.T) {
+		k, ids := testEndMidSpawn(t, func(k *kernel.Kernel, id string) error { return k.DeleteSession(t.Context(), id, true) })
+		for _, id := range ids {
+			_, err := k.GetSession(t.Context(), id)
+			requireCode(t, err, errdefs.ErrNotFound, "session_not_found")
+		}
 	})
 
 	t.Run("ErrNotFound", func(t *testing.T) {
@@ -493,4 +540,31 @@ func TestKernel_ListSessions(t *testing.T) {
 		_, err := k.Children(globex, parent.ID, kernel.PageRequest{})
 		requireCode(t, err, errdefs.ErrNotFound, "session_not_found")
 	})
+}
+
+// testEndMidSpawn ends, with end, a session whose run waits on a child it
+// spawned. Both runs must end cancelled, never failed, and each session's
+// observers must be told it ended after its run. It runs on SQLite, whose
+// reads fail once a run's context is cancelled. It returns the kernel and
+// the two sessions' ids.
+func testEndMidSpawn(t *testing.T, end func(k *kernel.Kernel, id string) error) (*kernel.Kernel, []string) {
+	k, rec := newKernel(t, kerneltest.Options{Store: mustSQLite(t), Agents: []string{
+		kerneltest.Slow, spawner("boss", 5, 1, "slow", `{agent: slow, input: long}`),
+	}})
+	s := mustSession(t, k.Kernel, "boss")
+	run := mustRun(t, k.Kernel, s.ID, "go")
+	rec.WaitEvents(t, s.ID, run.ID, session.EventSubagentStarted, 1)
+	childID := childOf(t, rec.Events(s.ID))
+	childRun := startedOrder(t, rec.Events(childID))[0]
+
+	require.NoError(t, end(k.Kernel, s.ID))
+	for id, runID := range map[string]string{s.ID: run.ID, childID: childRun} {
+		observed := rec.Events(id)
+		checkLog(t, id, observed)
+		last := cancelledEnd(t, observed, runID, "cancelled")
+		ended := rec.Ended(id)
+		require.NotEmpty(t, ended, "session %s was never told it ended", id)
+		assert.Equal(t, last.Seq, ended[len(ended)-1], "session %s ends after its run", id)
+	}
+	return k.Kernel, []string{s.ID, childID}
 }

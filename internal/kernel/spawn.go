@@ -204,17 +204,14 @@ func (k *Kernel) checkDepth(ctx context.Context, parent session.Session) error {
 }
 
 // startChild creates the child session under the run's session, within
-// the depth limits of every session above it and the parent agent's
-// children limit, and starts its run.
+// the limits CreateSession checks (every ancestor's max_depth, the parent
+// agent's max_children), and starts its run.
 func (r *runner) startChild(args spawnArgs, child agents.Spec) (session.Session, session.Run, error) {
 	parent, err := r.k.store.GetSession(r.storeCtx(), r.run.SessionID)
 	if err != nil {
 		return session.Session{}, session.Run{}, fmt.Errorf("get session: %w", err)
 	}
 	ctx := WithTenant(r.storeCtx(), parent.Tenant)
-	if err := r.k.checkDepth(ctx, parent); err != nil {
-		return session.Session{}, session.Run{}, err
-	}
 	req := CreateSession{Agent: child.Name, Name: args.Name, ParentID: parent.ID, InheritMemory: args.Inherit.Memory}
 	s, err := r.k.CreateSession(ctx, req)
 	if err != nil {

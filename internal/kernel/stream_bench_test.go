@@ -10,26 +10,50 @@ import (
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/session"
+	"github.com/kerneld/kerneld/internal/store/memory"
 	"github.com/kerneld/kerneld/internal/store/sqlite"
 )
 
 // BenchmarkStreamingSessions measures events appended per second to the
-// SQLite store by sessions streaming at once: each runs the echo agent on
-// a 200-word input (about 205 events: 200 tokens, the echoed input, the
-// run's start and end), as fast as the model produces tokens.
+// log by sessions streaming at once, on the memory store and on SQLite:
+// each session runs the echo agent on a 200-word input (about 205 events:
+// 200 tokens, the echoed input, the run's start and end), as fast as the
+// model produces tokens. The default -benchtime gives the 1-session case
+// hundreds of runs; 1000 sessions get one or two rounds.
 func BenchmarkStreamingSessions(b *testing.B) {
-	for _, n := range []int{1, 100, 1000} {
-		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) { benchStreaming(b, n) })
+	stores := []struct {
+		name string
+		open func(b *testing.B) kernel.Store
+	}{
+		{"memory", func(*testing.B) kernel.Store { return memory.New() }},
+		{"sqlite", openSQLite},
+	}
+	for _, st := range stores {
+		for _, n := range []int{1, 100, 1000} {
+			b.Run(fmt.Sprintf("store=%s/sessions=%d", st.name, n), func(b *testing.B) {
+				benchStreaming(b, st.open(b), n)
+			})
+		}
 	}
 }
 
-func benchStreaming(b *testing.B, n int) {
+// openSQLite opens a SQLite store in a temporary directory. It is closed
+// when b ends, after the kernel's own cleanup has closed the kernel.
+func openSQLite(b *testing.B) kernel.Store {
 	db, err := sqlite.Open(b.Context(), sqlite.Options{Path: filepath.Join(b.TempDir(), "kerneld.db")})
 	if err != nil {
 		b.Fatal(err)
 	}
-	k, rec := newKernel(b, kerneltest.Options{Store: db})
-	b.Cleanup(func() { _ = db.Close() }) // after the kernel's own cleanup closed it
+	b.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			b.Error(err)
+		}
+	})
+	return db
+}
+
+func benchStreaming(b *testing.B, st kernel.Store, n int) {
+	k, rec := newKernel(b, kerneltest.Options{Store: st})
 	input := strings.TrimSpace(strings.Repeat("token ", 200))
 	var events int64
 	for b.Loop() {

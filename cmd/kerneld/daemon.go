@@ -194,7 +194,8 @@ func (d *daemon) close(ctx context.Context) error {
 }
 
 // reloadOnHangup reloads the agent definitions on every SIGHUP until ctx
-// ends. A bad reload keeps the agents already loaded.
+// ends, stopping the MCP servers no agent names any more. A bad reload
+// keeps the agents already loaded.
 func (d *daemon) reloadOnHangup(ctx context.Context) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -205,11 +206,12 @@ func (d *daemon) reloadOnHangup(ctx context.Context) {
 			return
 		case <-hup:
 		}
-		if err := d.registry.Reload(); err != nil {
+		stopped, err := d.kernel.ReloadAgents()
+		if err != nil {
 			d.log.Error("reload agents", "err", err)
 			continue
 		}
-		d.log.Info("agents reloaded", "agents", len(d.registry.List()))
+		d.log.Info("agents reloaded", "agents", len(d.registry.List()), "mcp_servers_stopped", stopped)
 	}
 }
 

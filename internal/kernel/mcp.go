@@ -161,3 +161,22 @@ func (k *Kernel) MCPStatus(spec agents.Spec) []MCPServerStatus {
 	}
 	return out
 }
+
+// ReloadAgents re-reads the agent files, then stops the MCP servers no
+// agent is configured with any more (removed, or configured differently)
+// and returns their names; the others keep running. A run under way keeps
+// the definition it started with: its calls to a stopped server become
+// error results for its model. On error the agents stay as they were and
+// no server stops.
+func (k *Kernel) ReloadAgents() (stopped []string, err error) {
+	if err := k.agents.Reload(); err != nil {
+		return nil, err
+	}
+	var keep []mcp.ServerConfig
+	for _, spec := range k.agents.List() {
+		for _, srv := range spec.MCPServers {
+			keep = append(keep, mcpConfig(srv))
+		}
+	}
+	return k.mcp.Retain(keep), nil
+}

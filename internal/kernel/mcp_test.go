@@ -1,6 +1,9 @@
 package kernel_test
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,8 +13,10 @@ import (
 
 	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/session/aguitest"
+	"github.com/kerneld/kerneld/internal/tools/mcp"
 	"github.com/kerneld/kerneld/internal/tools/mcp/mcptest"
 )
 
@@ -186,4 +191,48 @@ func mustAgent(tb testing.TB, k *kernel.Kernel, name string) agents.Spec {
 	a, err := k.Agent(name)
 	require.NoError(tb, err)
 	return a
+}
+
+// TestKernel_ReloadAgents: reloading the agent files stops the MCP servers
+// no agent is configured with any more, and keeps the others running; a
+// bad reload changes nothing.
+func TestKernel_ReloadAgents(t *testing.T) {
+	kept, dropped := mcptest.ServeHTTP(t), mcptest.ServeHTTP(t)
+	agent := func(name string, urls ...string) string {
+		def := "name: " + name + "\nmodel: {provider: scripted, script: [{text: hi}]}\n"
+		if len(urls) > 0 {
+			def += "mcp_servers:\n"
+		}
+		for i, u := range urls {
+			def += fmt.Sprintf("  - {name: s%d, url: %q}\n", i, u)
+		}
+		return def
+	}
+	k := kerneltest.New(t, kerneltest.Options{Agents: []string{
+		agent("both", kept.URL, dropped.URL), agent("one", kept.URL),
+	}})
+	before := mustAgent(t, k.Kernel, "both")
+	_, status := k.AgentTools(t.Context(), before, true) // starts both servers
+	require.Len(t, status, 2)
+	for _, s := range status {
+		require.Equal(t, mcp.StateRunning, s.State, "server %s: %v", s.Name, s.Err)
+	}
+
+	writeAgent := func(i int, def string) {
+		require.NoError(t, os.WriteFile(filepath.Join(k.AgentsDir, fmt.Sprintf("agent%d.yaml", i)), []byte(def), 0o600))
+	}
+	writeAgent(0, "name: both\nmodel: {provider: nowhere}\n")
+	_, err := k.ReloadAgents()
+	require.Error(t, err, "an agent with an unknown provider")
+	assert.Equal(t, before, mustAgent(t, k.Kernel, "both"), "a bad reload keeps the agents")
+	assert.Equal(t, mcp.StateRunning, k.MCPStatus(before)[1].State, "and stops nothing")
+
+	writeAgent(0, agent("both")) // no servers now; "one" still names the first
+	stopped, err := k.ReloadAgents()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"s1"}, stopped, "only the server no agent names")
+	status = k.MCPStatus(before)
+	assert.Equal(t, mcp.StateRunning, status[0].State, "still used by agent one")
+	assert.Equal(t, mcp.StateStopped, status[1].State)
+	assert.Empty(t, mustAgent(t, k.Kernel, "both").MCPServers)
 }

@@ -141,6 +141,9 @@ type Kernel struct {
 	*kernel.Kernel
 	Store kernel.Store
 	Wait  *WaitTool
+	// AgentsDir holds the agent files, agent0.yaml, agent1.yaml, … in the
+	// order of Options.Agents: rewrite them and call ReloadAgents.
+	AgentsDir string
 }
 
 // New returns a kernel closed when the test ends.
@@ -148,7 +151,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 	tb.Helper()
 	wait := NewWaitTool()
 	reg := tools.NewRegistry(append(tools.Builtins(), wait, FailTool{})...)
-	registry := mustAgents(tb, opts.Agents, opts.Providers, reg)
+	registry, dir := mustAgents(tb, opts.Agents, opts.Providers, reg)
 	if opts.Store == nil {
 		opts.Store = memory.New()
 	}
@@ -166,12 +169,13 @@ func New(tb testing.TB, opts Options) *Kernel {
 			tb.Errorf("close kernel: %v", err)
 		}
 	})
-	return &Kernel{Kernel: k, Store: opts.Store, Wait: wait}
+	return &Kernel{Kernel: k, Store: opts.Store, Wait: wait, AgentsDir: dir}
 }
 
-// mustAgents loads agent definitions through the real loader.
-// Agents never read the environment: their files name every value.
-func mustAgents(tb testing.TB, defs []string, extra map[string]llm.Factory, reg *tools.Registry) *agents.Registry {
+// mustAgents loads agent definitions through the real loader, from files
+// in the directory it returns. Agents never read the environment: their
+// files name every value.
+func mustAgents(tb testing.TB, defs []string, extra map[string]llm.Factory, reg *tools.Registry) (*agents.Registry, string) {
 	tb.Helper()
 	if defs == nil {
 		defs = DefaultAgents
@@ -192,7 +196,7 @@ func mustAgents(tb testing.TB, defs []string, extra map[string]llm.Factory, reg 
 	if err != nil {
 		tb.Fatalf("load agents: %v", err)
 	}
-	return registry
+	return registry, dir
 }
 
 // WaitTool is the tool "wait": it blocks until released or cancelled, so

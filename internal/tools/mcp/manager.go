@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -160,7 +161,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	go func() {
 		var stops sync.WaitGroup
 		for _, s := range servers {
-			stops.Go(s.shutdown)
+			stops.Go(func() { s.shutdown(errClosed) })
 		}
 		stops.Wait()
 		m.wg.Wait()
@@ -172,6 +173,38 @@ func (m *Manager) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("close mcp servers: %w", ctx.Err())
 	}
+}
+
+// Retain keeps the servers whose configuration is among keep and stops the
+// others in the background, each as Close stops it; Close waits for those
+// stops too. Calls in flight on a stopped server, and later calls through
+// its tools, fail saying it is no longer configured; Tools for its
+// configuration would start a new one. kerneld calls it once it has
+// reloaded its agents, so that a server no agent names any more, or one
+// whose configuration changed, does not run until shutdown. It returns the
+// names of the servers it stops.
+func (m *Manager) Retain(keep []ServerConfig) []string {
+	wanted := make(map[string]bool, len(keep))
+	for _, cfg := range keep {
+		wanted[cfg.key()] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	var stopped []string
+	for key, s := range m.servers {
+		if wanted[key] {
+			continue
+		}
+		delete(m.servers, key)
+		stopped = append(stopped, s.cfg.Name)
+		cause := fmt.Errorf("mcp server %q is no longer configured: %w", s.cfg.Name, errdefs.ErrUnavailable)
+		m.wg.Go(func() { s.shutdown(cause) }) // m.mu is held and m is open: as spawn would
+	}
+	slices.Sort(stopped)
+	return stopped
 }
 
 // server returns the server for cfg, creating it on first use.

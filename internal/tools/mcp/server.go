@@ -49,7 +49,7 @@ type server struct {
 	starting chan struct{} // closed when the start under way ends
 	failures int           // failures in a row, for the backoff
 	retryAt  time.Time     // no start before this
-	closed   bool          // shut down by Manager.Close
+	closed   error         // why it was shut down for good (Manager.Close, Manager.Retain); nil until then
 }
 
 func newServer(m *Manager, cfg ServerConfig) *server {
@@ -78,8 +78,8 @@ func (s *server) tryAcquire() (*instance, <-chan struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case s.closed:
-		return nil, nil, errClosed
+	case s.closed != nil:
+		return nil, nil, s.closed
 	case s.state == stateRunning:
 		return s.inst, nil, nil
 	case s.state == stateStarting:
@@ -97,8 +97,8 @@ func (s *server) afterStart() (*instance, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case s.closed:
-		return nil, errClosed
+	case s.closed != nil:
+		return nil, s.closed
 	case s.state == stateRunning:
 		return s.inst, nil
 	case s.state == stateFailed:
@@ -131,7 +131,7 @@ func (s *server) beginStartLocked() <-chan struct{} {
 		s.log.Info("mcp server starting")
 	}
 	if !s.m.spawn(s.start) {
-		s.state, s.closed = stateStopped, true
+		s.state, s.closed = stateStopped, errClosed
 		close(ch)
 	}
 	return ch
@@ -155,7 +155,7 @@ func (s *server) finishStart(inst *instance, err error, took time.Duration) (unw
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer close(s.starting)
-	if s.closed {
+	if s.closed != nil {
 		s.state = stateStopped
 		return inst
 	}
@@ -165,7 +165,7 @@ func (s *server) finishStart(inst *instance, err error, took time.Duration) (unw
 		return nil
 	}
 	if !s.m.spawn(func(context.Context) { s.watch(inst) }) {
-		s.state, s.closed = stateStopped, true
+		s.state, s.closed = stateStopped, errClosed
 		return inst
 	}
 	s.state, s.inst = stateRunning, inst
@@ -219,16 +219,17 @@ func (s *server) failLocked(err error, upSince time.Time) {
 }
 
 // shutdown stops the server for good and waits for its instance to stop.
-func (s *server) shutdown() {
+// Calls in flight, and any made later, fail with cause.
+func (s *server) shutdown(cause error) {
 	s.mu.Lock()
 	inst, wasRunning := s.inst, s.state == stateRunning
-	s.closed, s.inst, s.state, s.err = true, nil, stateStopped, nil
+	s.closed, s.inst, s.state, s.err = cause, nil, stateStopped, nil
 	s.mu.Unlock()
 	if inst == nil {
 		return
 	}
 	began := time.Now()
-	inst.stop(errClosed)
+	inst.stop(cause)
 	if wasRunning {
 		s.log.Info("mcp server stopped", append(inst.logArgs(), "duration", time.Since(began))...)
 	}

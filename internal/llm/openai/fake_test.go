@@ -36,9 +36,13 @@ func mustClient(tb testing.TB, s *llmtest.Server, opts map[string]any) llm.Provi
 // streaming format, flushing after each: a JSON object or [DONE] becomes a
 // data line, and text starting with ':' a comment line, as
 // OpenAI-compatible proxies send keep-alives.
-func stream(events ...string) llmtest.Reply {
+func stream(events ...string) llmtest.Reply { return streamAs("text/event-stream", events...) }
+
+// streamAs is stream with another Content-Type, as some servers label
+// their streams.
+func streamAs(contentType string, events ...string) llmtest.Reply {
 	return func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Content-Type", contentType)
 		for _, ev := range events {
 			writeEvent(w, ev)
 		}

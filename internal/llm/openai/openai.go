@@ -128,6 +128,9 @@ func (c *Client) attempt(ctx context.Context, params openai.ChatCompletionNewPar
 	if err := llm.ReadEvents(ctx, stream, r.chunk, classify); err != nil {
 		return err
 	}
+	if rec.notStream != nil && r.empty() {
+		return c.notStreamError(&rec)
+	}
 	return r.end()
 }
 

@@ -14,6 +14,7 @@ type reader struct {
 	calls  callIndex
 	finish string     // the choice's finish_reason, once sent
 	usage  *llm.Usage // the latest usage seen; emitted at the end
+	chunks int        // chunks read
 }
 
 func newReader(emit func(llm.Chunk) error) *reader {
@@ -24,6 +25,7 @@ func newReader(emit func(llm.Chunk) error) *reader {
 // kerneld never asks for n > 1. Usage rides on its own chunk, with no
 // choices, just before [DONE].
 func (r *reader) chunk(c openai.ChatCompletionChunk) error {
+	r.chunks++
 	if c.JSON.Usage.Valid() {
 		r.usage = &llm.Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens}
 	}
@@ -40,6 +42,9 @@ func (r *reader) chunk(c openai.ChatCompletionChunk) error {
 	}
 	return nil
 }
+
+// empty reports whether the stream held no chunk at all.
+func (r *reader) empty() bool { return r.chunks == 0 }
 
 // delta emits what one delta carries, in the order a model produces it.
 func (r *reader) delta(d openai.ChatCompletionChunkChoiceDelta) error {

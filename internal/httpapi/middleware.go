@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -71,6 +72,19 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkQuery refuses a query string that does not parse, such as
+// ?cursor=%zz: Go's parser would drop the bad pair, and the request would
+// be served as if the parameter were absent, e.g. from the first page.
+func (s *Server) checkQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			s.writeError(w, r, errdefs.Invalid("query", "malformed: "+err.Error()))
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }

@@ -15,7 +15,7 @@ import (
 // TestRoutesMatchOpenAPI checks that it is.
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, s.logRequests, s.recoverPanics, s.limitBody)
+	r.Use(middleware.RequestID, s.logRequests, s.recoverPanics, s.limitBody, s.checkQuery)
 	r.NotFound(s.handle(s.handleNotFound))
 	r.MethodNotAllowed(s.handle(s.handleMethodNotAllowed))
 	r.Get("/healthz", s.handle(s.handleHealth))

@@ -169,6 +169,8 @@ func TestSessions_CreateChild(t *testing.T) {
 			status: 400, code: "invalid_request", field: "limit"},
 		{name: "ChildrenErrCursor", method: "GET", path: "/sessions/" + root + "/children?cursor=garbage",
 			status: 400, code: "invalid_request", field: "cursor"},
+		{name: "ChildrenErrMalformedQuery", method: "GET", path: "/sessions/" + root + "/children?cursor=%zz",
+			status: 400, code: "invalid_request", field: "query"},
 	})
 }
 

@@ -130,12 +130,17 @@ func (k *Kernel) closeSession(ctx context.Context, id string) (session.Session, 
 
 // closeChildren closes the child sessions of session id, with theirs: a
 // child works for its parent and has nobody to answer once it is closed.
+// A child already closed is skipped: whoever closed it closed its subtree,
+// and a parent that spawned many children keeps them all, closed.
 func (k *Kernel) closeChildren(ctx context.Context, id string) error {
 	children, err := k.store.ListSessions(ctx, SessionQuery{ParentID: id})
 	if err != nil {
 		return fmt.Errorf("list children: %w", err)
 	}
 	for _, c := range children {
+		if c.State == session.StateClosed {
+			continue
+		}
 		if _, err := k.closeSession(ctx, c.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			return err
 		}

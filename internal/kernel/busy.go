@@ -123,6 +123,13 @@ func queuedNotice(runID string, position int) session.Event {
 	return session.Custom("kerneld.run.queued", map[string]any{"runId": runID, "position": position})
 }
 
+// cancelledNotice is the CUSTOM event announcing that a queued run was
+// cancelled before it started: a client that saw it queued learns it will
+// not see it start.
+func cancelledNotice(runID string) session.Event {
+	return session.Custom("kerneld.run.cancelled", map[string]any{"runId": runID})
+}
+
 // noticeLocked logs ev inside busy's run, or, if busy has not logged its
 // RUN_STARTED yet, right after it. A run that has ended drops it: nothing
 // is logged between runs. k.mu is held.
@@ -289,6 +296,7 @@ func (k *Kernel) cancelQueued(sessionID, runID string) bool {
 			if q.run.ID == runID {
 				found = &q.run
 				ar.queue = append(ar.queue[:i], ar.queue[i+1:]...)
+				k.noticeLocked(ar, cancelledNotice(runID))
 				break
 			}
 		}

@@ -118,7 +118,19 @@ func TestKernel_Queue(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, cancelled, again, "idempotent")
 		waitRun(t, k.Kernel, rec, s.ID, last.ID)
-		assert.Equal(t, []string{first.ID, last.ID}, startedOrder(t, logOf(t, k.Kernel, s.ID)))
+		evs := logOf(t, k.Kernel, s.ID)
+		assert.Equal(t, []string{first.ID, last.ID}, startedOrder(t, evs))
+		var notices []session.Event
+		for _, ev := range evs {
+			if ev.Type == session.EventCustom && ev.Member("name") == "kerneld.run.cancelled" {
+				notices = append(notices, ev)
+			}
+		}
+		require.Len(t, notices, 1, "one notice, for the one cancel that removed the run")
+		assert.Equal(t, map[string]any{"runId": queued.ID}, notices[0].Fields()["value"])
+		assert.Equal(t, first.ID, notices[0].RunID, "logged inside the active run")
+		checkLog(t, s.ID, evs)
+		aguitest.Verify(t, evs)
 	})
 
 	t.Run("deleting the session cancels its queue", func(t *testing.T) {

@@ -29,7 +29,7 @@ func (k *Kernel) getMemory(ctx context.Context, sessionID, key string) (session.
 	}
 	e, err := k.store.GetMemory(ctx, sessionID, key)
 	if errors.Is(err, errdefs.ErrNotFound) {
-		return e, errdefs.New(errdefs.ErrNotFound, "memory_key_not_found", "memory key %q not found", key)
+		return e, session.MemoryKeyNotFound(key)
 	}
 	if err != nil {
 		return e, fmt.Errorf("get memory: %w", err)
@@ -87,7 +87,7 @@ func (k *Kernel) DeleteMemory(ctx context.Context, sessionID, key string) error 
 	}
 	err := k.store.DeleteMemory(ctx, sessionID, key)
 	if errors.Is(err, errdefs.ErrNotFound) {
-		return errdefs.New(errdefs.ErrNotFound, "memory_key_not_found", "memory key %q not found", key)
+		return session.MemoryKeyNotFound(key)
 	}
 	if err != nil {
 		return fmt.Errorf("delete memory: %w", err)

@@ -15,7 +15,7 @@ func (s *Store) GetMemory(ctx context.Context, sessionID, key string) (session.M
 	err := s.read(sessionID, func(rec *record) error {
 		e, ok := rec.memory[key]
 		if !ok {
-			return keyNotFound(key)
+			return session.MemoryKeyNotFound(key)
 		}
 		out = cloneEntry(e)
 		return nil
@@ -45,7 +45,7 @@ func (s *Store) PutMemory(ctx context.Context, e session.MemoryEntry, maxEntries
 func (s *Store) DeleteMemory(ctx context.Context, sessionID, key string) error {
 	return s.write(sessionID, func(rec *record) error {
 		if _, ok := rec.memory[key]; !ok {
-			return keyNotFound(key)
+			return session.MemoryKeyNotFound(key)
 		}
 		delete(rec.memory, key)
 		return nil

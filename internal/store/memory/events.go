@@ -41,21 +41,14 @@ func (s *Store) AppendEvents(ctx context.Context, evs []session.Event) error {
 				"event batch mixes sessions %s and %s", id, evs[i].SessionID)
 		}
 	}
-	rec, err := s.record(id)
-	if err != nil {
-		return err
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if rec.deleted {
-		return sessionNotFound(id)
-	}
-	for i := range evs {
-		rec.sess.LastSeq++
-		evs[i].Seq = rec.sess.LastSeq
-		rec.push(evs[i])
-	}
-	return nil
+	return s.write(id, func(rec *record) error {
+		for i := range evs {
+			rec.sess.LastSeq++
+			evs[i].Seq = rec.sess.LastSeq
+			rec.push(evs[i])
+		}
+		return nil
+	})
 }
 
 // push adds ev to the end of the log, with its bytes copied to the arena.

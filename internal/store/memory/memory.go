@@ -19,7 +19,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -63,7 +62,7 @@ func (s *Store) record(id string) (*record, error) {
 	rec := s.sessions[id]
 	s.mu.RUnlock()
 	if rec == nil {
-		return nil, sessionNotFound(id)
+		return nil, session.SessionNotFound(id)
 	}
 	return rec, nil
 }
@@ -77,7 +76,7 @@ func (s *Store) read(id string, fn func(*record) error) error {
 	rec.mu.RLock()
 	defer rec.mu.RUnlock()
 	if rec.deleted {
-		return sessionNotFound(id)
+		return session.SessionNotFound(id)
 	}
 	return fn(rec)
 }
@@ -91,21 +90,9 @@ func (s *Store) write(id string, fn func(*record) error) error {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if rec.deleted {
-		return sessionNotFound(id)
+		return session.SessionNotFound(id)
 	}
 	return fn(rec)
-}
-
-func sessionNotFound(id string) error {
-	return errdefs.New(errdefs.ErrNotFound, "session_not_found", "session %s not found", id)
-}
-
-func runNotFound(id string) error {
-	return errdefs.New(errdefs.ErrNotFound, "run_not_found", "run %s not found", id)
-}
-
-func keyNotFound(key string) error {
-	return errdefs.New(errdefs.ErrNotFound, "memory_key_not_found", "memory key %q not found", key)
 }
 
 // cloneRun returns r sharing no memory with the original.

@@ -55,7 +55,7 @@ func (s *Store) lockForMessages(msgs []session.Message) (map[string]*record, err
 			for _, held := range ids[:i+1] {
 				recs[held].mu.Unlock()
 			}
-			return nil, sessionNotFound(id)
+			return nil, session.SessionNotFound(id)
 		}
 	}
 	return recs, nil
@@ -70,7 +70,7 @@ func (s *Store) records(ids []string) (map[string]*record, error) {
 	for _, id := range ids {
 		rec := s.sessions[id]
 		if rec == nil {
-			return nil, sessionNotFound(id)
+			return nil, session.SessionNotFound(id)
 		}
 		recs[id] = rec
 	}

@@ -37,7 +37,7 @@ func (s *Store) GetRun(ctx context.Context, sessionID, runID string) (session.Ru
 	err := s.read(sessionID, func(rec *record) error {
 		i, ok := rec.findRun(runID)
 		if !ok {
-			return runNotFound(runID)
+			return session.RunNotFound(runID)
 		}
 		out = cloneRun(rec.runs[i])
 		return nil
@@ -50,7 +50,7 @@ func (s *Store) UpdateRun(ctx context.Context, r session.Run) error {
 	return s.write(r.SessionID, func(rec *record) error {
 		i, ok := rec.findRun(r.ID)
 		if !ok {
-			return runNotFound(r.ID)
+			return session.RunNotFound(r.ID)
 		}
 		rec.runs[i] = cloneRun(r)
 		return nil

@@ -52,7 +52,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	rec := s.sessions[id]
 	if rec == nil {
 		s.mu.Unlock()
-		return sessionNotFound(id)
+		return session.SessionNotFound(id)
 	}
 	delete(s.sessions, id)
 	if i, ok := slices.BinarySearch(s.ids, id); ok {

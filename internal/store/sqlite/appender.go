@@ -276,7 +276,7 @@ func (s *Store) number(ctx context.Context, tx *sql.Tx, r *appendReq) error {
 	if !ok {
 		err := tx.QueryRowContext(ctx, `SELECT last_seq FROM sessions WHERE id = ?`, id).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
-			r.err = sessionNotFound(id)
+			r.err = session.SessionNotFound(id)
 			return nil
 		}
 		if err != nil {

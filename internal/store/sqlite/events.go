@@ -89,7 +89,7 @@ func (s *Store) ReadEvents(ctx context.Context, sessionID string, after int64, l
 	var last int64
 	err = tx.QueryRowContext(ctx, `SELECT last_seq FROM sessions WHERE id = ?`, sessionID).Scan(&last)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, sessionNotFound(sessionID)
+		return nil, session.SessionNotFound(sessionID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)

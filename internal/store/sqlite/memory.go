@@ -117,5 +117,5 @@ func missingKey(ctx context.Context, q querier, sessionID, key string) error {
 	if err := requireSession(ctx, q, sessionID); err != nil {
 		return err
 	}
-	return keyNotFound(key)
+	return session.MemoryKeyNotFound(key)
 }

@@ -67,7 +67,7 @@ func lastPosition(ctx context.Context, tx *sql.Tx, sessionID string) (int64, err
 	err := tx.QueryRowContext(ctx, `SELECT (SELECT coalesce(max(position), 0) FROM messages
 		WHERE session_id = sessions.id) FROM sessions WHERE id = ?`, sessionID).Scan(&last)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, sessionNotFound(sessionID)
+		return 0, session.SessionNotFound(sessionID)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("append messages: last position of session %s: %w", sessionID, err)

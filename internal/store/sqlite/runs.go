@@ -45,7 +45,7 @@ func (s *Store) GetRun(ctx context.Context, sessionID, runID string) (session.Ru
 		WHERE session_id = ? AND id = ?`, sessionID, runID)
 	r, err := scanRun(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return session.Run{}, s.missingRun(ctx, sessionID, runNotFound(runID))
+		return session.Run{}, s.missingRun(ctx, sessionID, session.RunNotFound(runID))
 	}
 	if err != nil {
 		return session.Run{}, fmt.Errorf("get run %s: %w", runID, err)
@@ -67,7 +67,7 @@ func (s *Store) UpdateRun(ctx context.Context, r session.Run) error {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	}
 	return requireChanged(res, func() error {
-		return s.missingRun(ctx, r.SessionID, runNotFound(r.ID))
+		return s.missingRun(ctx, r.SessionID, session.RunNotFound(r.ID))
 	})
 }
 

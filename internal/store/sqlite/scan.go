@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -25,21 +24,6 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
-// The errors below carry the same codes as the memory store's, so callers
-// cannot tell the backends apart by their errors.
-
-func sessionNotFound(id string) error {
-	return errdefs.New(errdefs.ErrNotFound, "session_not_found", "session %s not found", id)
-}
-
-func runNotFound(id string) error {
-	return errdefs.New(errdefs.ErrNotFound, "run_not_found", "run %s not found", id)
-}
-
-func keyNotFound(key string) error {
-	return errdefs.New(errdefs.ErrNotFound, "memory_key_not_found", "memory key %q not found", key)
-}
-
 // requireSession returns nil if session id exists, an ErrNotFound if it
 // does not. Lookups that found nothing call it to tell "no such session"
 // from "no such run/key" or "nothing yet".
@@ -47,7 +31,7 @@ func requireSession(ctx context.Context, q querier, id string) error {
 	var one int
 	err := q.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return sessionNotFound(id)
+		return session.SessionNotFound(id)
 	}
 	if err != nil {
 		return fmt.Errorf("look up session %s: %w", id, err)

@@ -43,7 +43,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (session.Session, err
 	row := s.rdb.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id)
 	sess, err := scanSession(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return session.Session{}, sessionNotFound(id)
+		return session.Session{}, session.SessionNotFound(id)
 	}
 	if err != nil {
 		return session.Session{}, fmt.Errorf("get session %s: %w", id, err)
@@ -67,7 +67,7 @@ func (s *Store) UpdateSession(ctx context.Context, sess session.Session) error {
 	if err != nil {
 		return fmt.Errorf("update session %s: %w", sess.ID, err)
 	}
-	return requireChanged(res, func() error { return sessionNotFound(sess.ID) })
+	return requireChanged(res, func() error { return session.SessionNotFound(sess.ID) })
 }
 
 // DeleteSession removes the session with everything it owns; the foreign
@@ -79,7 +79,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("delete session %s: %w", id, err)
 	}
-	if err := requireChanged(res, func() error { return sessionNotFound(id) }); err != nil {
+	if err := requireChanged(res, func() error { return session.SessionNotFound(id) }); err != nil {
 		return err
 	}
 	// A session created again under this id must start from seq 1.

@@ -90,15 +90,12 @@ func parse(data []byte, getenv func(string) string) (Spec, error) {
 
 // decodeMCPServers decodes the mcp_servers list.
 func decodeMCPServers(path string, n *yaml.Node, servers *[]MCPServer) error {
-	n = deref(n)
-	if isNull(n) {
-		return nil
+	items, err := listItems(path, n)
+	if err != nil {
+		return err
 	}
-	if n.Kind != yaml.SequenceNode {
-		return problem(path, n, "must be a list")
-	}
-	*servers = make([]MCPServer, len(n.Content))
-	for i, item := range n.Content {
+	*servers = make([]MCPServer, len(items))
+	for i, item := range items {
 		srv := &(*servers)[i]
 		srv.CallTimeout = defaultMCPCallTimeout
 		err := decodeMapping(fmt.Sprintf("%s[%d]", path, i), item, map[string]fieldFunc{
@@ -164,15 +161,12 @@ func decodeModel(path string, n *yaml.Node, m *llm.ModelConfig) error {
 // decodeTools decodes the tools list; an item is a tool name or a mapping
 // with name and require_approval.
 func decodeTools(path string, n *yaml.Node, refs *[]ToolRef) error {
-	n = deref(n)
-	if isNull(n) {
-		return nil
+	items, err := listItems(path, n)
+	if err != nil {
+		return err
 	}
-	if n.Kind != yaml.SequenceNode {
-		return problem(path, n, "must be a list")
-	}
-	*refs = make([]ToolRef, len(n.Content))
-	for i, item := range n.Content {
+	*refs = make([]ToolRef, len(items))
+	for i, item := range items {
 		ref, p := &(*refs)[i], fmt.Sprintf("%s[%d]", path, i)
 		if item = deref(item); item.Kind == yaml.ScalarNode {
 			if err := value(&ref.Name)(p, item); err != nil {
@@ -189,6 +183,19 @@ func decodeTools(path string, n *yaml.Node, refs *[]ToolRef) error {
 		}
 	}
 	return nil
+}
+
+// listItems returns the items of the list n; none when n is null or
+// absent.
+func listItems(path string, n *yaml.Node) ([]*yaml.Node, error) {
+	n = deref(n)
+	if isNull(n) {
+		return nil, nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return nil, problem(path, n, "must be a list")
+	}
+	return n.Content, nil
 }
 
 // decodeMapping calls fields[key] for every key of the mapping n. A key
@@ -237,7 +244,7 @@ func eachField(path string, n *yaml.Node, fn func(key, v *yaml.Node, path string
 func value(dst any) fieldFunc {
 	return func(path string, n *yaml.Node) error {
 		if err := n.Decode(dst); err != nil {
-			return problem(path, n, "%s", yamlProblem(err))
+			return problem(path, n, "%s", llm.YAMLProblem(err))
 		}
 		return nil
 	}
@@ -258,19 +265,6 @@ func duration(dst *time.Duration) fieldFunc {
 // problem reports what is wrong with the field at path, with n's line.
 func problem(path string, n *yaml.Node, format string, args ...any) error {
 	return fmt.Errorf("%s: %s (line %d)", path, fmt.Sprintf(format, args...), n.Line)
-}
-
-// linePrefix matches the "line N: " yaml puts on type errors; problem adds
-// the line itself, in the same place for every error.
-var linePrefix = regexp.MustCompile(`^line \d+: `)
-
-// yamlProblem turns a yaml decoding error into a short problem text.
-func yamlProblem(err error) string {
-	te, ok := errors.AsType[*yaml.TypeError](err)
-	if !ok || len(te.Errors) == 0 {
-		return err.Error()
-	}
-	return linePrefix.ReplaceAllString(te.Errors[0], "")
 }
 
 // deref follows an alias to the node it names.

@@ -106,20 +106,26 @@ func decodeOption(value any, dst any) error {
 		return nil
 	}
 	if err := n.Decode(dst); err != nil {
-		return errors.New(yamlProblem(err))
+		return errors.New(YAMLProblem(err))
 	}
 	return nil
 }
 
-// linePrefix matches the "line N: " yaml puts on type errors; the lines
-// refer to the re-encoded value, not the agent file, so they only mislead.
+// linePrefix matches the "line N: " yaml puts on type errors.
 var linePrefix = regexp.MustCompile(`^line \d+: `)
 
-// yamlProblem turns a yaml decoding error into a short problem text.
-func yamlProblem(err error) string {
+// YAMLProblem turns a yaml decoding error into a short problem text: each
+// type error without the "line N: " yaml puts on it, joined with "; ".
+// Callers that know the line in the agent file say it themselves; for a
+// value decoded again from a re-encoded node, yaml's line would mislead.
+func YAMLProblem(err error) string {
 	te, ok := errors.AsType[*yaml.TypeError](err)
 	if !ok || len(te.Errors) == 0 {
 		return err.Error()
 	}
-	return linePrefix.ReplaceAllString(te.Errors[0], "")
+	msgs := make([]string, len(te.Errors))
+	for i, e := range te.Errors {
+		msgs[i] = linePrefix.ReplaceAllString(e, "")
+	}
+	return strings.Join(msgs, "; ")
 }

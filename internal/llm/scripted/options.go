@@ -2,15 +2,13 @@ package scripted
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"regexp"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/llm"
 )
 
 // options are the scripted provider's members of an agent's model block.
@@ -153,7 +151,7 @@ func decodeMapping(path string, n *yaml.Node, fields map[string]fieldFunc) error
 func valueField(dst any) fieldFunc {
 	return func(path string, n *yaml.Node) error {
 		if err := n.Decode(dst); err != nil {
-			return errdefs.Invalid(path, yamlProblem(err))
+			return errdefs.Invalid(path, llm.YAMLProblem(err))
 		}
 		return nil
 	}
@@ -178,7 +176,7 @@ func argumentsField(dst *string) fieldFunc {
 	return func(path string, n *yaml.Node) error {
 		var v any
 		if err := n.Decode(&v); err != nil {
-			return errdefs.Invalid(path, yamlProblem(err))
+			return errdefs.Invalid(path, llm.YAMLProblem(err))
 		}
 		if v == nil {
 			return nil
@@ -190,23 +188,6 @@ func argumentsField(dst *string) fieldFunc {
 		*dst = string(b)
 		return nil
 	}
-}
-
-// linePrefix matches the "line N: " yaml puts on type errors; the lines
-// refer to the re-encoded options, not the agent file, so they only mislead.
-var linePrefix = regexp.MustCompile(`^line \d+: `)
-
-// yamlProblem turns a yaml decoding error into a short problem text.
-func yamlProblem(err error) string {
-	te, ok := errors.AsType[*yaml.TypeError](err)
-	if !ok {
-		return err.Error()
-	}
-	msgs := make([]string, len(te.Errors))
-	for i, e := range te.Errors {
-		msgs[i] = linePrefix.ReplaceAllString(e, "")
-	}
-	return strings.Join(msgs, "; ")
 }
 
 // orRoot names the options block itself when path is empty.

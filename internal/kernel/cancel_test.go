@@ -18,7 +18,6 @@ import (
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/session"
-	"github.com/kerneld/kerneld/internal/session/aguitest"
 	"github.com/kerneld/kerneld/internal/store/sqlite"
 )
 
@@ -55,9 +54,7 @@ func testCancelMidStream(t *testing.T) {
 	assert.Nil(t, got.Error)
 	assert.False(t, got.EndedAt.IsZero())
 
-	evs := logOf(t, k.Kernel, s.ID)
-	checkLog(t, s.ID, evs)
-	aguitest.Verify(t, evs)
+	evs := verifiedLog(t, k.Kernel, s.ID)
 	end := cancelledEnd(t, evs, run.ID, "cancelled")
 	assert.Equal(t, end.Seq, got.EndSeq)
 	textEnd := evs[len(evs)-2]
@@ -146,9 +143,7 @@ func testCancelMidTool(t *testing.T) {
 		assert.NoError(t, conversationProblem(req.Messages), "request %d of the next run: %v", i, msgRoles(req.Messages))
 	}
 	assert.Equal(t, msgs[0].Content, reqs[0].Messages[0].Content, "the next run sees the cancelled run's history")
-	evs = logOf(t, k, s.ID)
-	checkLog(t, s.ID, evs)
-	aguitest.Verify(t, evs)
+	verifiedLog(t, k, s.ID)
 	checkHistory(t, historyOf(t, k, s.ID))
 }
 

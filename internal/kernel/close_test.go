@@ -14,7 +14,6 @@ import (
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/session"
-	"github.com/kerneld/kerneld/internal/session/aguitest"
 )
 
 func TestKernel_Close(t *testing.T) {
@@ -57,9 +56,7 @@ func testCloseInterrupts(t *testing.T) {
 	closeKernel(t, k.Kernel)
 
 	for _, a := range runs {
-		evs := logOf(t, k.Kernel, a.s.ID)
-		checkLog(t, a.s.ID, evs)
-		aguitest.Verify(t, evs)
+		evs := verifiedLog(t, k.Kernel, a.s.ID)
 		end := evs[len(evs)-1]
 		require.Equal(t, session.EventRunError, end.Type, "session %s (%s)", a.s.ID, a.s.Agent)
 		assert.Equal(t, "interrupted", end.Member("code"))

@@ -20,6 +20,7 @@ import (
 	"github.com/kerneld/kerneld/internal/llm"
 	"github.com/kerneld/kerneld/internal/llm/scripted"
 	"github.com/kerneld/kerneld/internal/session"
+	"github.com/kerneld/kerneld/internal/session/aguitest"
 	"github.com/kerneld/kerneld/internal/store/memory"
 	"github.com/kerneld/kerneld/internal/tools"
 )
@@ -243,6 +244,16 @@ func runToEnd(tb testing.TB, k *kernel.Kernel, rec *recorder, sessionID, input s
 	tb.Helper()
 	run := mustRun(tb, k, sessionID, input)
 	return waitRun(tb, k, rec, sessionID, run.ID)
+}
+
+// verifiedLog reads a session's whole event log and checks it against
+// kerneld's stream rules (checkLog) and AG-UI's (aguitest.Verify).
+func verifiedLog(tb testing.TB, k *kernel.Kernel, sessionID string) []session.Event {
+	tb.Helper()
+	evs := logOf(tb, k, sessionID)
+	checkLog(tb, sessionID, evs)
+	aguitest.Verify(tb, evs)
+	return evs
 }
 
 // logOf reads a session's whole event log.

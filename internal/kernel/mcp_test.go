@@ -15,7 +15,6 @@ import (
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/session"
-	"github.com/kerneld/kerneld/internal/session/aguitest"
 	"github.com/kerneld/kerneld/internal/tools/mcp"
 	"github.com/kerneld/kerneld/internal/tools/mcp/mcptest"
 )
@@ -60,9 +59,7 @@ func runMCP(t *testing.T, spec agents.Spec) (*kernel.Kernel, []session.Event) {
 	s := mustSession(t, k, spec.Name)
 	run := runToEnd(t, k, rec, s.ID, "go")
 	require.Equal(t, session.RunSucceeded, run.State, "a tool's failure is the model's to handle, not the run's")
-	evs := logOf(t, k, s.ID)
-	checkLog(t, s.ID, evs)
-	aguitest.Verify(t, evs)
+	evs := verifiedLog(t, k, s.ID)
 	return k, evs
 }
 

@@ -14,7 +14,6 @@ import (
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/session"
-	"github.com/kerneld/kerneld/internal/session/aguitest"
 )
 
 // Memo sets memory through the memory_set tool, once with a bad key, then
@@ -244,9 +243,7 @@ func TestKernel_MemoryTools(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"color"}, keys(entries), "the bad key was not stored")
 
-		evs := logOf(t, k.Kernel, s.ID)
-		checkLog(t, s.ID, evs)
-		aguitest.Verify(t, evs)
+		evs := verifiedLog(t, k.Kernel, s.ID)
 		var contents []string
 		var errs int
 		for _, ev := range evs {

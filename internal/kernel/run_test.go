@@ -89,9 +89,7 @@ func testRunToolCall(t *testing.T) {
 	assert.Equal(t, input, run.Input)
 	got := waitRun(t, k.Kernel, rec, s.ID, run.ID)
 
-	evs := logOf(t, k.Kernel, s.ID)
-	checkLog(t, s.ID, evs)
-	aguitest.Verify(t, evs)
+	evs := verifiedLog(t, k.Kernel, s.ID)
 	assert.Equal(t, seqs(evs), seqs(rec.Events(s.ID)), "observed events differ from the log")
 
 	// RUN_STARTED, then the input echoed as a user message.
@@ -305,9 +303,7 @@ func testRunModelError(t *testing.T) {
 	next := mustRun(t, k.Kernel, s.ID, "again")
 	assert.Equal(t, session.RunRunning, next.State)
 	assert.Equal(t, session.RunFailed, waitRun(t, k.Kernel, rec, s.ID, next.ID).State)
-	evs = logOf(t, k.Kernel, s.ID)
-	checkLog(t, s.ID, evs)
-	aguitest.Verify(t, evs)
+	verifiedLog(t, k.Kernel, s.ID)
 }
 
 func testRunMaxTurns(t *testing.T) {
@@ -316,9 +312,7 @@ func testRunMaxTurns(t *testing.T) {
 	run := mustRun(t, k.Kernel, s.ID, "loop")
 	got := waitRun(t, k.Kernel, rec, s.ID, run.ID)
 
-	evs := logOf(t, k.Kernel, s.ID)
-	checkLog(t, s.ID, evs)
-	aguitest.Verify(t, evs)
+	evs := verifiedLog(t, k.Kernel, s.ID)
 	end := evs[len(evs)-1]
 	require.Equal(t, session.EventRunError, end.Type)
 	assert.Equal(t, "max_turns", end.Member("code"))
@@ -353,9 +347,7 @@ func testRunToolErrors(t *testing.T) {
 	run := mustRun(t, k.Kernel, s.ID, "do things")
 	got := waitRun(t, k.Kernel, rec, s.ID, run.ID)
 
-	evs := logOf(t, k.Kernel, s.ID)
-	checkLog(t, s.ID, evs)
-	aguitest.Verify(t, evs)
+	evs := verifiedLog(t, k.Kernel, s.ID)
 	names := map[string]string{} // tool call id → tool name
 	results := map[string]session.Event{}
 	for _, ev := range evs {
@@ -410,9 +402,7 @@ limits: {run_timeout: 100ms}
 	run := mustRun(t, k.Kernel, s.ID, "hi")
 	got := waitRun(t, k.Kernel, rec, s.ID, run.ID)
 
-	evs := logOf(t, k.Kernel, s.ID)
-	checkLog(t, s.ID, evs)
-	aguitest.Verify(t, evs)
+	evs := verifiedLog(t, k.Kernel, s.ID)
 	end := evs[len(evs)-1]
 	require.Equal(t, session.EventRunError, end.Type)
 	assert.Equal(t, "timeout", end.Member("code"))
@@ -429,9 +419,7 @@ func testRunToolTimeout(t *testing.T) {
 	run := mustRun(t, k.Kernel, s.ID, "wait")
 	got := waitRun(t, k.Kernel, rec, s.ID, run.ID)
 
-	evs := logOf(t, k.Kernel, s.ID)
-	checkLog(t, s.ID, evs)
-	aguitest.Verify(t, evs)
+	evs := verifiedLog(t, k.Kernel, s.ID)
 	var timedOut int
 	for _, ev := range evs {
 		if ev.Type == session.EventToolCallResult && isErrorResult(t, ev) {

@@ -336,9 +336,7 @@ func TestKernel_CloseSession(t *testing.T) {
 		assert.Equal(t, session.StateClosed, got.State)
 		assert.Empty(t, got.ActiveRunID)
 
-		evs := logOf(t, k.Kernel, s.ID)
-		checkLog(t, s.ID, evs)
-		aguitest.Verify(t, evs)
+		evs := verifiedLog(t, k.Kernel, s.ID)
 		end := cancelledEnd(t, evs, run.ID, "cancelled")
 		assert.Equal(t, []int64{end.Seq}, rec.Ended(s.ID))
 		assert.Equal(t, end.Seq, got.LastSeq)

@@ -2,6 +2,7 @@ package kerneltest
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,6 +43,13 @@ func Types(evs []session.Event) []string {
 		out[i] = string(ev.Type)
 	}
 	return out
+}
+
+// Shape returns the event types of evs with consecutive repeats merged:
+// how a model splits its text into deltas is its own affair, so runs of
+// different providers with the same steps have the same shape.
+func Shape(evs []session.Event) []string {
+	return slices.Compact(Types(evs))
 }
 
 // Member returns a member of the first event of type typ, as JSON text.

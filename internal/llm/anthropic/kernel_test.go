@@ -1,7 +1,6 @@
 package anthropic_test
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -90,13 +89,7 @@ tools: [current_time]
 	}
 
 	scripted := kerneltest.RunToEnd(t, k.Kernel, "scripted", "What time is it?")
-	assert.Equal(t, shape(scripted), shape(evs), "a real provider's run has the scripted model's shape")
-}
-
-// shape is the run's event types with consecutive repeats merged: how a
-// model splits its text into deltas is its own affair.
-func shape(evs []session.Event) []string {
-	return slices.Compact(kerneltest.Types(evs))
+	assert.Equal(t, kerneltest.Shape(scripted), kerneltest.Shape(evs), "a real provider's run has the scripted model's shape")
 }
 
 // TestKernel_RunThroughAnthropic_Error: a failed call ends the run with

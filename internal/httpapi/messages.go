@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"net/http"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/session"
@@ -35,17 +34,4 @@ func toMessageResponse(m session.Message) messageResponse {
 		out.ToolCalls[i] = toolCallResponse{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
 	}
 	return out
-}
-
-// handleMessageList handles "GET /sessions/{id}/messages".
-func (s *Server) handleMessageList(w http.ResponseWriter, r *http.Request) error {
-	page, err := pageRequest(r)
-	if err != nil {
-		return err
-	}
-	p, err := s.kernel.Messages(r.Context(), r.PathValue("id"), page)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, toList(p, toMessageResponse))
 }

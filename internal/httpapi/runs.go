@@ -115,19 +115,6 @@ func (s *Server) streamStart(r *http.Request, run session.Run) (int64, error) {
 	return active.StartSeq - 1, nil
 }
 
-// handleRunList handles "GET /sessions/{id}/runs".
-func (s *Server) handleRunList(w http.ResponseWriter, r *http.Request) error {
-	page, err := pageRequest(r)
-	if err != nil {
-		return err
-	}
-	p, err := s.kernel.ListRuns(r.Context(), r.PathValue("id"), page)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, toList(p, toRunResponse))
-}
-
 // handleRunGet handles "GET /sessions/{id}/runs/{run_id}".
 func (s *Server) handleRunGet(w http.ResponseWriter, r *http.Request) error {
 	run, err := s.kernel.GetRun(r.Context(), r.PathValue("id"), r.PathValue("run_id"))

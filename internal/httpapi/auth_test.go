@@ -86,6 +86,7 @@ func TestRouting(t *testing.T) {
 		{name: "GetRun", method: "GET", path: "/sessions/" + id + "/run", status: 405, code: "method_not_allowed"},
 		{name: "GetCancel", method: "GET", path: "/sessions/" + id + "/runs/x/cancel", status: 405, code: "method_not_allowed"},
 		{name: "PostHealthz", method: "POST", path: "/healthz", status: 405, code: "method_not_allowed"},
+		{name: "HealthzMalformedQuery", method: "GET", path: "/healthz?%zz", status: 400, code: "invalid_request", field: "query"},
 		{name: "PostMemoryList", method: "POST", path: "/sessions/" + id + "/memory", status: 405, code: "method_not_allowed"},
 	})
 

@@ -1,10 +1,11 @@
 # kerneld — see README.md. Every target works on a fresh clone with Go 1.26;
-# Node 20+ (optional) enables the AG-UI conformance and reference MCP server tests.
+# Node 20+ (optional) enables the AG-UI conformance and reference MCP server
+# tests and the API lint.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: build run test test-integration lint bench golden check agui mcp testdeps docker clean
+.PHONY: build run test test-integration lint lint-api bench golden check agui mcp testdeps docker clean
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kerneld ./cmd/kerneld
@@ -41,6 +42,29 @@ test-integration: testdeps
 
 lint:
 	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run
+
+# lint-api lints api/openapi.yaml with Redocly and Spectral, pinned in
+# test/apilint (with their rulesets), and fails on any error or warning.
+# Both always run, and print their own messages: the line, the rule and
+# a link to what it asks. The linters are installed with npm ci when
+# missing or older than the lock file. Without npm it says so and skips;
+# .ci/run requires it.
+APILINT := test/apilint
+lint-api:
+	@if ! command -v npm >/dev/null 2>&1; then echo "npm not found: api/openapi.yaml not linted"; exit 0; fi; \
+	if [ ! $(APILINT)/node_modules/.package-lock.json -nt $(APILINT)/package-lock.json ]; then \
+		npm ci --prefix $(APILINT) --no-audit --no-fund --loglevel=error \
+			|| { echo "npm ci failed (offline?): api/openapi.yaml not linted"; exit 1; }; \
+	fi; \
+	failed=; \
+	echo "--- redocly lint (config $(APILINT)/redocly.yaml)"; \
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true \
+		$(APILINT)/node_modules/.bin/redocly lint --config $(APILINT)/redocly.yaml --lint-config=error \
+		api/openapi.yaml || failed="$$failed redocly"; \
+	echo "--- spectral lint (ruleset $(APILINT)/.spectral.yaml)"; \
+	$(APILINT)/node_modules/.bin/spectral lint --ruleset $(APILINT)/.spectral.yaml --fail-severity=warn \
+		--show-documentation-url api/openapi.yaml || failed="$$failed spectral"; \
+	if [ -n "$$failed" ]; then echo "api/openapi.yaml does not lint clean:$$failed (see above)"; exit 1; fi
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...

@@ -1,0 +1,388 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Launch bounds.
+const (
+	readyTimeout = 30 * time.Second // start to /readyz 200, migrations included
+	stopTimeout  = 20 * time.Second // SIGTERM to exit; kerneld's own shutdown timeout is 10 s
+)
+
+// The files every server of a workload shares: kerneld's defaults, and one
+// agent that answers with its input, token by token, as fast as the
+// scripted model can stream it (token_delay 0). N input words make N
+// assistant TEXT_MESSAGE_CONTENT events.
+const (
+	configYAML = `# kerneld as the load test runs it: the defaults. Address, store, data
+# directory and agents directory are flags, since each replica has its own.
+log:
+  format: text
+  level: info
+`
+	agentYAML = `name: echo
+description: Echoes the input back as fast as the scripted model streams.
+model:
+  provider: scripted
+  token_delay: 0s
+  script:
+    - text: "{input}"
+system_prompt: You repeat the user's input back to them.
+`
+)
+
+// serverSpec says how to start kerneld for one workload.
+type serverSpec struct {
+	binary   string
+	store    string // memory or sqlite: each replica has its own
+	replicas int    // processes; more than one is meaningful only on a shared store
+	cpus     string // taskset CPU list for every server process; "" runs them unpinned
+	dir      string // a fresh scratch directory: config, agents, data, logs
+}
+
+// cluster is the kerneld processes serving one workload, one process and
+// one base URL per replica. Today that is a single process with its own
+// store. Replicas on a shared store (Redis) would add processes here, and
+// workloads already address them through url(i): create on one replica,
+// stream from another.
+type cluster struct {
+	procs []*server
+}
+
+// url returns the base URL of replica i modulo the number of replicas.
+func (c *cluster) url(i int) string { return c.procs[i%len(c.procs)].url }
+
+// startCluster writes the shared files and starts spec.replicas servers,
+// returning once every one answers /readyz.
+func startCluster(ctx context.Context, hc *http.Client, spec serverSpec) (*cluster, error) {
+	if spec.store != "memory" && spec.store != "sqlite" {
+		return nil, fmt.Errorf("store %q: the load test runs memory and sqlite", spec.store)
+	}
+	if spec.replicas != 1 {
+		return nil, fmt.Errorf("%d replicas: only one until kerneld has a shared store", spec.replicas)
+	}
+	if err := writeFiles(spec.dir); err != nil {
+		return nil, err
+	}
+	c := &cluster{}
+	for i := range spec.replicas {
+		s, err := startServer(ctx, hc, spec, i)
+		if err != nil {
+			return nil, errors.Join(err, c.stop())
+		}
+		c.procs = append(c.procs, s)
+	}
+	return c, nil
+}
+
+// stop stops every server; see server.stop.
+func (c *cluster) stop() error {
+	var errs []error
+	for _, s := range c.procs {
+		errs = append(errs, s.stop())
+	}
+	return errors.Join(errs...)
+}
+
+func writeFiles(dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kerneld.yaml"), []byte(configYAML), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "agents", "echo.yaml"), []byte(agentYAML), 0o644)
+}
+
+// server is one kerneld process.
+type server struct {
+	url     string
+	pid     int
+	logPath string
+	exited  chan struct{} // closed once the process has exited
+	err     error         // how it exited; read only after exited is closed
+	cmd     *exec.Cmd
+}
+
+// startServer starts replica i of spec on a free loopback port, pinned
+// with taskset when spec.cpus is set (taskset execs kerneld, so the pid is
+// kerneld's), and waits until it is ready.
+func startServer(ctx context.Context, hc *http.Client, spec serverSpec, i int) (*server, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"-config", filepath.Join(spec.dir, "kerneld.yaml"), "--addr", addr,
+		"--agents-dir", filepath.Join(spec.dir, "agents"), "--store", spec.store,
+		"--data-dir", filepath.Join(spec.dir, fmt.Sprintf("data-%d", i)),
+	}
+	name := spec.binary
+	if spec.cpus != "" {
+		name, args = "taskset", append([]string{"-c", spec.cpus, spec.binary}, args...)
+	}
+	s := &server{url: "http://" + addr, logPath: filepath.Join(spec.dir, fmt.Sprintf("kerneld-%d.log", i)), exited: make(chan struct{})}
+	logFile, err := os.Create(s.logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close() // the child has its own descriptor
+	s.cmd = exec.Command(name, args...)
+	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // no server outlives the load test
+	if err := s.run(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	if err := s.waitReady(ctx, hc); err != nil {
+		return nil, errors.Join(err, s.stop())
+	}
+	return s, nil
+}
+
+// run starts the process and a goroutine that waits for it; stop waits
+// for that goroutine. The parent death signal is sent when the OS thread
+// that forked the child ends, not the process (golang/go#27505), and Go
+// may end a thread while the process lives: the goroutine holds the thread
+// it forked from until the server exits, so the signal means what it says.
+func (s *server) run() error {
+	started := make(chan error, 1)
+	go func() {
+		defer close(s.exited)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := s.cmd.Start(); err != nil {
+			s.err = err
+			started <- err
+			return
+		}
+		s.pid = s.cmd.Process.Pid
+		started <- nil
+		s.err = s.cmd.Wait()
+	}()
+	return <-started
+}
+
+// freeAddr returns a loopback address with a port nothing listens on.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// waitReady polls /readyz until it answers 200.
+func (s *server) waitReady(ctx context.Context, hc *http.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if ready(ctx, hc, s.url) {
+			return nil
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("kerneld exited before it was ready (%v); log %s:\n%s", s.err, s.logPath, s.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("kerneld not ready after %s; log %s:\n%s", readyTimeout, s.logPath, s.logTail())
+		case <-tick.C:
+		}
+	}
+}
+
+func ready(ctx context.Context, hc *http.Client, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
+	if err != nil {
+		return false
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return false
+	}
+	defer res.Body.Close()
+	return res.StatusCode == http.StatusOK
+}
+
+// stop sends SIGTERM and waits for the process to exit, killing it if
+// it takes longer than stopTimeout. An exit other than a clean one is
+// an error: kerneld should shut down cleanly under any load.
+func (s *server) stop() error {
+	select {
+	case <-s.exited:
+		return s.exitError()
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM) // it may have exited since
+	timer := time.NewTimer(stopTimeout)
+	defer timer.Stop()
+	select {
+	case <-s.exited:
+		return s.exitError()
+	case <-timer.C:
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		return fmt.Errorf("kerneld (pid %d) did not stop within %s of SIGTERM; killed", s.pid, stopTimeout)
+	}
+}
+
+func (s *server) exitError() error {
+	if s.err != nil {
+		return fmt.Errorf("kerneld (pid %d) exited: %v; log %s:\n%s", s.pid, s.err, s.logPath, s.logTail())
+	}
+	return nil
+}
+
+// logTail returns the last lines of the server's log.
+func (s *server) logTail() string {
+	b, err := os.ReadFile(s.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-20):], "\n")
+}
+
+// cpuTime returns the CPU time the servers have used so far, user and
+// system, all threads.
+func (c *cluster) cpuTime() (time.Duration, error) {
+	var sum time.Duration
+	for _, s := range c.procs {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(s.pid) + "/stat")
+		if err != nil {
+			return 0, err
+		}
+		d, err := parseStatCPU(b)
+		if err != nil {
+			return 0, err
+		}
+		sum += d
+	}
+	return sum, nil
+}
+
+// cpuWait returns how long the servers' threads have been runnable but
+// waiting for a CPU, from /proc/PID/task/*/schedstat: on a shared machine,
+// the time other processes took from them.
+func (c *cluster) cpuWait() (time.Duration, error) {
+	var sum time.Duration
+	for _, s := range c.procs {
+		tasks, err := filepath.Glob("/proc/" + strconv.Itoa(s.pid) + "/task/*/schedstat")
+		if err != nil || len(tasks) == 0 {
+			return 0, fmt.Errorf("no schedstat for pid %d", s.pid)
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile(t)
+			if err != nil {
+				continue // the thread has exited
+			}
+			f := strings.Fields(string(b))
+			if len(f) < 2 {
+				return 0, fmt.Errorf("%s: %q", t, b)
+			}
+			ns, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", t, err)
+			}
+			sum += time.Duration(ns)
+		}
+	}
+	return sum, nil
+}
+
+// clockTick is the unit of /proc/PID/stat's times: USER_HZ, 100 on every
+// Linux architecture kerneld is built for.
+const clockTick = 10 * time.Millisecond
+
+// parseStatCPU reads utime + stime from the text of /proc/PID/stat. The
+// fields are counted after the command name's closing parenthesis, since
+// the name may hold spaces.
+func parseStatCPU(b []byte) (time.Duration, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("/proc stat: no command name")
+	}
+	f := strings.Fields(string(b[i+1:])) // f[0] is field 3, the state
+	if len(f) < 13 {
+		return 0, errors.New("/proc stat: too few fields")
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc stat: %w", err)
+	}
+	return time.Duration(utime+stime) * clockTick, nil
+}
+
+// logProblems returns the lines of the servers' logs that say something
+// went wrong or that they were told to stop, at most limit of them: what a
+// note about a failed workload should show.
+func (c *cluster) logProblems(limit int) string {
+	var out []string
+	for _, s := range c.procs {
+		b, err := os.ReadFile(s.logPath)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") ||
+				strings.Contains(line, `msg="shutting down"`) {
+				out = append(out, line)
+			}
+		}
+	}
+	return strings.Join(out[max(0, len(out)-limit):], "\n")
+}
+
+// memory returns the process's resident set (VmRSS) and its peak so far
+// (VmHWM), in bytes, from /proc/PID/status.
+func (s *server) memory() (rss, hwm int64, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(s.pid) + "/status")
+	if err != nil {
+		return 0, 0, err
+	}
+	return parseStatus(b)
+}
+
+// parseStatus reads VmRSS and VmHWM ("VmRSS:   12345 kB") from the text
+// of /proc/PID/status.
+func parseStatus(b []byte) (rss, hwm int64, err error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	found := 0
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (name != "VmRSS" && name != "VmHWM") {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc status %s: %q", name, value)
+		}
+		if name == "VmRSS" {
+			rss = kb << 10
+		} else {
+			hwm = kb << 10
+		}
+		found++
+	}
+	if found != 2 {
+		return 0, 0, errors.New("/proc status: no VmRSS or VmHWM")
+	}
+	return rss, hwm, nil
+}

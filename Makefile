@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: build run test test-integration lint lint-api bench golden check agui mcp testdeps docker clean
+.PHONY: build run test test-integration lint lint-api bench loadtest golden check agui mcp testdeps docker clean
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kerneld ./cmd/kerneld
@@ -68,6 +68,16 @@ lint-api:
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
+
+# loadtest drives a real kerneld with fixed workloads and prints a Markdown
+# table (docs/benchmarks.md): kerneld pinned to CPU 0 by the tool, the load
+# generator on CPU 1. Built first: compiling under taskset would use one core.
+# LOADTEST_ARGS='-base main' also measures main's build, interleaved.
+loadtest: build
+	CGO_ENABLED=0 go build -trimpath -o bin/loadtest ./cmd/loadtest
+	@if command -v taskset >/dev/null 2>&1 && [ "$$(nproc --all)" -ge 2 ]; then \
+		taskset -c 1 bin/loadtest $(LOADTEST_ARGS); \
+	else echo "taskset not found or one CPU: the load generator runs unpinned"; bin/loadtest $(LOADTEST_ARGS); fi
 
 golden:
 	go test ./internal/httpapi -run Golden -update

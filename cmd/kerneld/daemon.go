@@ -119,6 +119,8 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		return errors.Join(err, d.close(ctx))
 	}
 	d.metrics.GaugeFunc("kerneld_streams_open", "Open SSE streams.", func() float64 { return float64(d.streams.Open()) })
+	d.metrics.GaugeFunc("kerneld_stream_buffer_bytes", "Encoded frames held for open SSE streams.",
+		func() float64 { return float64(d.streams.Buffered()) })
 	d.handler = httpapi.New(d.kernel, d.streams, httpapi.Options{
 		Logger: d.log.With("system", "http"), APIKeys: cfg.apiKeys(), MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		RequestTimeout: cfg.HTTP.RequestTimeout, Metrics: d.metrics.Handler(), OpenAPI: api.OpenAPI, Version: version,

@@ -33,8 +33,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	if accepts(r, "application/json") && !accepts(r, "text/event-stream") {
 		return s.writeEventPage(w, r, id, after)
 	}
-	s.streams.serve(w, r, s.kernel, streamRequest{sessionID: id, after: after})
-	return nil
+	return s.streams.serve(w, r, s.kernel, streamRequest{sessionID: id, after: after})
 }
 
 // writeEventPage writes the events after a cursor as one JSON page.

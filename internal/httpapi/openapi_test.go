@@ -235,8 +235,8 @@ func checkProblemMembers(status int, body []byte) error {
 	return errors.Join(errs...)
 }
 
-// checkStream checks an SSE body: every frame's data is an Event whose seq
-// is the frame's id and whose type is the frame's event, in seq order with
+// checkStream checks an SSE body: every frame's data is an Event whose type
+// is the frame's event (and whose seq, if it states one, is the frame's id), in seq order with
 // no gap. Frames without data may carry only retry and comment lines.
 func (c *specChecker) checkStream(body []byte) error {
 	frames := strings.Split(string(body), "\n\n")
@@ -288,7 +288,7 @@ func checkEventFrame(fr rawFrame, prev int64) (frameEvent, error) {
 		Type     string `json:"type"`
 		Metadata struct {
 			Kerneld struct {
-				Seq int64 `json:"seq"`
+				Seq *int64 `json:"seq"`
 			} `json:"kerneld"`
 		} `json:"metadata"`
 	}
@@ -297,8 +297,8 @@ func checkEventFrame(fr rawFrame, prev int64) (frameEvent, error) {
 	if ev.Type != fr.event {
 		errs = append(errs, fmt.Errorf("event %q carries a %s", fr.event, ev.Type))
 	}
-	if ev.Metadata.Kerneld.Seq != fr.id {
-		errs = append(errs, fmt.Errorf("carries seq %d", ev.Metadata.Kerneld.Seq))
+	if seq := ev.Metadata.Kerneld.Seq; seq != nil && *seq != fr.id { // the id states it; data need not repeat it
+		errs = append(errs, fmt.Errorf("carries seq %d", *seq))
 	}
 	if prev != 0 && fr.id != prev+1 {
 		errs = append(errs, fmt.Errorf("follows id %d", prev))
@@ -499,20 +499,28 @@ var specSession = map[string]any{
 	"created_at": "2025-06-15T15:06:40Z", "updated_at": "2025-06-15T15:06:40Z",
 }
 
-// specEventJSON returns a TEXT_MESSAGE_CONTENT event as the API encodes it.
+// specEventJSON returns a TEXT_MESSAGE_CONTENT event as a JSON event page
+// encodes it.
 func specEventJSON(seq int64, delta string) string {
 	return fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":%q,"timestamp":1750000000000,`+
-		`"metadata":{"kerneld":{"seq":%d,"sessionId":%q,"runId":%q,"time":"2025-06-15T15:06:40.123456789Z"}}}`,
+		`"metadata":{"kerneld":{"seq":%d,"sessionId":%q,"runId":%q}}}`,
 		delta, seq, specSessionID, specRunID)
 }
 
-// specEventFrame returns the SSE frame of specEventJSON(seq, delta), named
-// event, or TEXT_MESSAGE_CONTENT when event is "".
+// specFrameJSON returns the same event as an SSE frame's data line carries
+// it: without the seq, which is the frame's id.
+func specFrameJSON(delta string) string {
+	return fmt.Sprintf(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":%q,"timestamp":1750000000000,`+
+		`"metadata":{"kerneld":{"sessionId":%q,"runId":%q}}}`, delta, specSessionID, specRunID)
+}
+
+// specEventFrame returns the SSE frame of the event with seq and delta,
+// named event, or TEXT_MESSAGE_CONTENT when event is "".
 func specEventFrame(seq int64, delta, event string) string {
 	if event == "" {
 		event = "TEXT_MESSAGE_CONTENT"
 	}
-	return fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", seq, event, specEventJSON(seq, delta))
+	return fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", seq, event, specFrameJSON(delta))
 }
 
 // withoutKey returns a copy of m without key.
@@ -576,8 +584,10 @@ func TestSpecValidation_Reports(t *testing.T) {
 		{"event with an empty delta", "GET", session + "/events", 200, "text/event-stream", specEventFrame(1, "", ""), "TextMessageContentEvent"},
 		{"frame event is not the data type", "GET", session + "/events", 200, "text/event-stream",
 			specEventFrame(1, "x", "TEXT_MESSAGE_END"), "carries a TEXT_MESSAGE_CONTENT"},
-		{"frame id is not the seq", "GET", session + "/events", 200, "text/event-stream",
-			strings.Replace(specEventFrame(1, "x", ""), "id: 1", "id: 2", 1), "carries seq 1"},
+		{"frame data repeats another seq", "GET", session + "/events", 200, "text/event-stream",
+			"id: 2\nevent: TEXT_MESSAGE_CONTENT\ndata: " + specEventJSON(1, "x") + "\n\n", "carries seq 1"},
+		{"event page without seqs", "GET", session + "/events", 200, "application/json",
+			`{"data":[` + specFrameJSON("x") + `],"next_after":7}`, "seq"},
 		{"frames out of order", "GET", session + "/events", 200, "text/event-stream",
 			specEventFrame(2, "x", "") + specEventFrame(1, "y", ""), "follows id 2"},
 		{"frame without an event line", "GET", session + "/events", 200, "text/event-stream",

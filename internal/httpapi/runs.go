@@ -95,8 +95,7 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, run session.R
 	if err != nil {
 		return err
 	}
-	s.streams.serve(w, r, s.kernel, streamRequest{sessionID: run.SessionID, after: after, runID: run.ID})
-	return nil
+	return s.streams.serve(w, r, s.kernel, streamRequest{sessionID: run.SessionID, after: after, runID: run.ID})
 }
 
 // streamStart returns the seq after which run's stream begins.

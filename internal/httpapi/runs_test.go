@@ -14,6 +14,7 @@ import (
 	"github.com/kerneld/kerneld/internal/httpapi"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
+	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/session/aguitest"
 )
 
@@ -27,8 +28,8 @@ func TestRuns_Create(t *testing.T) {
 	}
 	run := res.json(t)
 	runID, _ := run["id"].(string)
-	if _, err := uuid.Parse(runID); err != nil {
-		t.Fatalf("id = %v, want a UUID", run["id"])
+	if !session.ValidID(runID) || len(runID) != session.IDLen {
+		t.Fatalf("id = %v, want a new kerneld id", run["id"])
 	}
 	if loc := res.header.Get("Location"); loc != "/sessions/"+id+"/runs/"+runID {
 		t.Errorf("Location = %q, want /sessions/%s/runs/%s", loc, id, runID)

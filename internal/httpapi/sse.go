@@ -7,234 +7,293 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
-// frameWriter is the http.ResponseWriter r3labs writes one stream to. It
-// turns r3labs' output into kerneld's stream:
-//   - on the first Flush (r3labs has registered its subscriber by then, so
-//     nothing published from now on is missed) it registers the stream
-//     with the hub and replays the backlog from the durable log;
-//   - it drops live frames already delivered by the replay and fills any
-//     gap from the log, so the client sees every seq once, in order;
-//   - it writes every frame in one canonical form (id, event, data) with a
-//     write deadline, and ends the stream after its final event.
-//
-// r3labs calls it from a single goroutine.
-type frameWriter struct {
+// streamRequest is what one SSE response should carry.
+type streamRequest struct {
+	sessionID string
+	after     int64  // deliver events with seq > after
+	runID     string // only this run's events; the stream ends after its end
+}
+
+// stream is one SSE response being served, by its request's goroutine.
+type stream struct {
+	hub *Streams
 	w   http.ResponseWriter
 	rc  *http.ResponseController
-	hub *Streams
-	st  *stream
 	log eventReader
-	ctx context.Context
+	f   *feed
+	sub *subscriber
+	req streamRequest
 
-	started bool
-	done    bool   // ended or failed: further output is discarded
-	frame   []byte // what r3labs wrote since its last Flush
-	out     []byte // reused encoding buffer
+	sent     int64     // the last seq delivered or skipped
+	caughtUp bool      // the backlog the log held at the start is delivered
+	behind   time.Time // since when the stream has had something to send; zero when idle
+	idle     *time.Timer
+	buf      []byte // the next write, reused
 }
 
-func (f *frameWriter) Header() http.Header { return f.w.Header() }
-
-func (f *frameWriter) WriteHeader(code int) { f.w.WriteHeader(code) }
-
-func (f *frameWriter) Write(p []byte) (int, error) {
-	if !f.done {
-		f.frame = append(f.frame, p...)
+// serve streams a session's events to w: the log after req.after, then
+// live events, until the client leaves, the stream ends (its session or
+// run ended), it is dropped, or the hub closes. It returns an error only
+// before it has written anything: a closed hub, a deleted session.
+func (s *Streams) serve(w http.ResponseWriter, r *http.Request, log eventReader, req streamRequest) error {
+	f, sub := s.subscribe(req.sessionID, req.after)
+	if f == nil {
+		return errdefs.New(errdefs.ErrUnavailable, "shutting_down", "kerneld is shutting down")
 	}
-	return len(p), nil
-}
-
-// Flush handles the frame r3labs just finished.
-func (f *frameWriter) Flush() {
-	if f.done {
-		f.frame = f.frame[:0]
-		return
-	}
-	if !f.started {
-		f.started = true
-		f.start()
-		return
-	}
-	id, runID, typ, data, ok := parseFrame(f.frame)
-	f.frame = f.frame[:0]
-	if !ok { // a comment: the heartbeat
-		if f.write(append(f.out[:0], ": ping\n\n"...)) {
-			f.checkRunGone()
-		}
-		return
-	}
-	f.live(id, runID, typ, data)
-}
-
-// start registers the stream and replays the backlog. The session is
-// looked at only after registering: a close before that is seen here, a
-// close after it reaches the stream through the hub.
-func (f *frameWriter) start() {
-	f.hub.add(f.st)
-	s, err := f.log.GetSession(f.ctx, f.st.sessionID)
+	defer s.unsubscribe(req.sessionID, f, sub)
+	// Read the session only once subscribed: a close before this is seen
+	// here, a close after it reaches the feed.
+	sess, err := log.GetSession(r.Context(), req.sessionID)
 	if err != nil {
-		f.end() // deleted meanwhile
-		return
+		return err
 	}
-	if s.State == session.StateClosed {
-		f.st.setEnd(s.LastSeq)
+	if sess.State == session.StateClosed {
+		f.end(sess.LastSeq)
+		if req.runID == "" && req.after >= sess.LastSeq {
+			// Nothing will ever follow: 204 tells an EventSource to stop
+			// reconnecting.
+			w.WriteHeader(http.StatusNoContent)
+			return nil
+		}
 	}
-	f.out = append(f.out[:0], retryLine...)
-	f.write(f.out)
-	if f.catchUp(0) && f.st.finished() {
-		f.end() // a closed session with nothing left to send
+	st := &stream{hub: s, w: w, rc: http.NewResponseController(w), log: log, f: f, sub: sub, req: req,
+		sent: req.after, idle: time.NewTimer(s.opts.Heartbeat)}
+	defer st.idle.Stop()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if st.write(append(st.buf[:0], retryLine...)) == nil {
+		st.run(r.Context())
 	}
+	return nil
 }
 
-// live delivers one event published after the stream started.
-func (f *frameWriter) live(seq int64, runID, typ, data []byte) {
-	sent := f.st.lastSent()
-	if seq <= sent {
-		return // the replay delivered it already
-	}
-	if seq > sent+1 && !f.catchUp(seq-1) {
-		return
-	}
-	f.out = appendFrame(f.out[:0], seq, typ, data)
-	f.deliver(seq, string(runID), session.EventType(typ), f.out)
-}
+// dropReason says why a stream was dropped; "" keeps it open.
+type dropReason string
 
-// catchUp delivers events from the log after the last one sent, up to and
-// including seq (to the end of the log when seq is 0). It reports whether
-// the stream is still open.
-func (f *frameWriter) catchUp(upTo int64) bool {
-	for !f.done {
-		after := f.st.lastSent()
-		if upTo > 0 && after >= upTo {
-			return true
+const (
+	dropNotReading dropReason = "client not reading"
+	dropLagging    dropReason = "too far behind"
+	dropShutdown   dropReason = "kerneld is shutting down"
+)
+
+// run delivers until the stream ends.
+func (st *stream) run(ctx context.Context) {
+	for {
+		more, done, drop := st.step(ctx)
+		switch {
+		case drop != "":
+			st.dropped(drop)
+			return
+		case done:
+			return
+		case more:
+			continue
 		}
-		evs, err := f.log.Events(f.ctx, f.st.sessionID, after, backlogPage)
-		if err != nil {
-			f.end()
-			return false
-		}
-		for i := range evs {
-			if upTo > 0 && evs[i].Seq > upTo {
-				return !f.done
+		select {
+		case <-st.sub.wake:
+		case <-st.idle.C:
+			if st.write(append(st.buf[:0], ": ping\n\n"...)) != nil {
+				st.dropped(dropNotReading)
+				return
 			}
-			f.out = appendEventFrame(f.out[:0], &evs[i])
-			f.deliver(evs[i].Seq, evs[i].RunID, evs[i].Type, f.out)
+			if st.runGone(ctx) {
+				return
+			}
+		case <-ctx.Done():
+			return // the client left
+		case <-st.hub.stop:
+			st.dropped(dropShutdown)
+			return
 		}
-		if len(evs) < backlogPage {
-			return !f.done
+	}
+}
+
+// step writes what is ready, if anything. more says there may be more to
+// write at once; done that the stream has ended; drop why it must be
+// dropped.
+func (st *stream) step(ctx context.Context) (more, done bool, drop dropReason) {
+	if !st.caughtUp {
+		return st.fromLog(ctx, true)
+	}
+	r := st.f.next(st.sub, st.sent)
+	if r.fromLog {
+		return st.fromLog(ctx, false)
+	}
+	if len(r.frames) == 0 {
+		st.behind = time.Time{}
+		return false, r.ended && st.sent >= r.endSeq, ""
+	}
+	if drop := st.lagging(r.head); drop != "" {
+		return false, false, drop
+	}
+	st.buf = st.buf[:0]
+	for _, fr := range r.frames {
+		send, last := st.admit(fr.runID, fr.typ, fr.b)
+		if send {
+			st.buf = append(st.buf, fr.b...)
+		}
+		st.sent = fr.seq
+		if last || (r.ended && st.sent >= r.endSeq) {
+			done = true
+			break
+		}
+		if len(st.buf) >= maxWriteBytes {
+			break
 		}
 	}
-	return false
+	if err := st.flushBuf(); err != nil {
+		return false, false, dropNotReading
+	}
+	return !done, done, ""
 }
 
-// checkRunGone ends a run's stream whose run ended without logging
-// anything: a queued run cancelled before it started. Heartbeats call it,
-// which bounds how long such a stream lingers.
-func (f *frameWriter) checkRunGone() {
-	if f.st.runID == "" {
-		return
+// fromLog delivers one page of the log after the last seq sent. initial
+// is the replay a stream starts with: it ends once the log has no more.
+func (st *stream) fromLog(ctx context.Context, initial bool) (more, done bool, drop dropReason) {
+	evs, err := st.log.Events(ctx, st.req.sessionID, st.sent, backlogPage)
+	if err != nil {
+		return false, true, "" // deleted meanwhile, or the client left
 	}
-	run, err := f.log.GetRun(f.ctx, f.st.sessionID, f.st.runID)
-	if err != nil || (run.State.Terminal() && run.StartSeq == 0) {
-		f.end()
+	if initial && len(evs) < backlogPage {
+		st.caughtUp = true
 	}
+	if len(evs) > 0 {
+		if drop := st.lagging(evs[len(evs)-1].Seq); drop != "" {
+			return false, false, drop
+		}
+	}
+	st.buf = st.buf[:0]
+	for i := range evs {
+		ev := &evs[i]
+		frameStart := len(st.buf)
+		st.buf = appendEventFrame(st.buf, ev)
+		send, last := st.admit(ev.RunID, ev.Type, st.buf[frameStart:])
+		if !send {
+			st.buf = st.buf[:frameStart]
+		}
+		st.sent = ev.Seq
+		if last {
+			done = true
+			break
+		}
+		if len(st.buf) >= maxWriteBytes {
+			if err := st.flushBuf(); err != nil {
+				return false, false, dropNotReading
+			}
+		}
+	}
+	if err := st.flushBuf(); err != nil {
+		return false, false, dropNotReading
+	}
+	if !done && st.caughtUp {
+		r := st.f.next(st.sub, st.sent) // a closed session's stream ends here
+		done = r.ended && st.sent >= r.endSeq
+	}
+	return !done && len(evs) > 0, done, ""
 }
 
-// deliver writes one event's frame, unless the stream follows another
-// run, and ends the stream after its last event.
-func (f *frameWriter) deliver(seq int64, runID string, typ session.EventType, frame []byte) {
-	if f.done {
-		return
+// lagging reports whether a stream with something to send is genuinely
+// behind: further than MaxLagEvents behind head, or behind for longer
+// than MaxLag.
+func (st *stream) lagging(head int64) dropReason {
+	now := time.Now()
+	if st.behind.IsZero() {
+		st.behind = now
 	}
-	if f.st.runID != "" && runID != f.st.runID {
-		f.st.delivered(seq) // skipped, not missing
-		return
+	if head-st.sent > st.hub.opts.MaxLagEvents || now.Sub(st.behind) > st.hub.opts.MaxLag {
+		return dropLagging
 	}
-	if !f.write(frame) {
-		return
-	}
-	ended := f.st.delivered(seq)
-	if ended || (f.st.runID != "" && typ.Ends()) {
-		f.end()
-	}
+	return ""
 }
 
-// write sends b to the client and flushes. A client that cannot take it
-// within the write timeout is gone: the stream ends.
-func (f *frameWriter) write(b []byte) bool {
-	if f.done {
+// admit decides whether an event goes to this stream, and whether it is
+// the stream's last. A session stream takes everything; a run's stream
+// takes its run's events and ends after the run's end, or when the run,
+// still queued, is cancelled (the active run logs that for it).
+func (st *stream) admit(runID string, typ session.EventType, frame []byte) (send, last bool) {
+	switch {
+	case st.req.runID == "":
+		return true, false
+	case runID == st.req.runID:
+		return true, typ.Ends()
+	}
+	return false, typ == session.EventCustom && cancelsQueuedRun(frame, st.req.runID)
+}
+
+// cancelsQueuedRun reports whether frame is the notice that runID was
+// cancelled before it started.
+func cancelsQueuedRun(frame []byte, runID string) bool {
+	return bytes.Contains(frame, []byte(`"kerneld.run.cancelled"`)) && bytes.Contains(frame, []byte(runID))
+}
+
+// runGone reports whether a run's stream must end because its run ended
+// without logging anything (a queued run cancelled before it started,
+// whose notice the stream missed). Heartbeats call it, which bounds how
+// long such a stream lingers.
+func (st *stream) runGone(ctx context.Context) bool {
+	if st.req.runID == "" {
 		return false
 	}
-	_ = f.rc.SetWriteDeadline(time.Now().Add(f.hub.opts.WriteTimeout)) // unsupported writers just block longer
-	if _, err := f.w.Write(b); err != nil {
-		f.end()
-		return false
+	run, err := st.log.GetRun(ctx, st.req.sessionID, st.req.runID)
+	return err != nil || (run.State.Terminal() && run.StartSeq == 0)
+}
+
+// flushBuf writes the frames gathered in buf, if any, in one write.
+func (st *stream) flushBuf() error {
+	if len(st.buf) == 0 {
+		return nil
 	}
-	if err := f.rc.Flush(); err != nil {
-		f.end()
-		return false
+	err := st.write(st.buf)
+	st.buf = st.buf[:0]
+	return err
+}
+
+// write sends b with one write and one flush, within the write timeout.
+func (st *stream) write(b []byte) error {
+	_ = st.rc.SetWriteDeadline(time.Now().Add(st.hub.opts.WriteTimeout)) // unsupported writers just block longer
+	if _, err := st.w.Write(b); err != nil {
+		return err
 	}
-	return true
+	if err := st.rc.Flush(); err != nil {
+		return err
+	}
+	st.idle.Reset(st.hub.opts.Heartbeat)
+	return nil
 }
 
-// end stops the stream: r3labs notices the cancelled context and returns.
-func (f *frameWriter) end() {
-	f.done = true
-	f.st.cancel()
+// dropped ends a stream the hub gives up on: it logs one line and, if the
+// client may still read, tells it in a comment where to resume.
+func (st *stream) dropped(why dropReason) {
+	if why != dropShutdown {
+		st.hub.log.Info("stream dropped", "session", st.req.sessionID, "run", st.req.runID,
+			"reason", string(why), "last_seq", st.sent)
+	}
+	if why == dropNotReading {
+		return
+	}
+	st.buf = append(st.buf[:0], ": dropped: "...)
+	st.buf = append(st.buf, why...)
+	st.buf = append(st.buf, "; resume with Last-Event-ID: "...)
+	st.buf = strconv.AppendInt(st.buf, st.sent, 10)
+	st.buf = append(st.buf, "\n\n"...)
+	_ = st.flushBuf() // the stream ends either way
 }
 
-// appendFrame appends one SSE frame in kerneld's canonical form.
-func appendFrame(dst []byte, seq int64, typ, data []byte) []byte {
-	dst = append(dst, "id: "...)
-	dst = strconv.AppendInt(dst, seq, 10)
-	dst = append(dst, "\nevent: "...)
-	dst = append(dst, typ...)
-	dst = append(dst, "\ndata: "...)
-	dst = append(dst, data...)
-	return append(dst, "\n\n"...)
-}
-
-// appendEventFrame appends ev's frame, encoding its JSON in place.
+// appendEventFrame appends ev's SSE frame: its seq as the id, its type as
+// the event name, its wire JSON as the data.
 func appendEventFrame(dst []byte, ev *session.Event) []byte {
 	dst = append(dst, "id: "...)
 	dst = strconv.AppendInt(dst, ev.Seq, 10)
 	dst = append(dst, "\nevent: "...)
 	dst = append(dst, ev.Type...)
 	dst = append(dst, "\ndata: "...)
-	dst = ev.AppendJSON(dst)
+	dst = ev.AppendStreamJSON(dst)
 	return append(dst, "\n\n"...)
-}
-
-// appendFrameID appends the id the hub gives r3labs for ev: its seq and
-// its run. r3labs never shows it to a client: frameWriter parses it back.
-func appendFrameID(dst []byte, ev *session.Event) []byte {
-	dst = strconv.AppendInt(dst, ev.Seq, 10)
-	dst = append(dst, ' ')
-	return append(dst, ev.RunID...)
-}
-
-// parseFrame reads the id (seq and run), event and data fields r3labs
-// wrote for one event. ok is false for a frame without an id (a comment).
-func parseFrame(frame []byte) (id int64, runID, typ, data []byte, ok bool) {
-	for len(frame) > 0 {
-		var line []byte
-		line, frame, _ = bytes.Cut(frame, []byte("\n"))
-		name, value, _ := bytes.Cut(line, []byte(": "))
-		switch string(name) {
-		case "id":
-			seq, run, _ := bytes.Cut(value, []byte(" "))
-			n, err := strconv.ParseInt(string(seq), 10, 64)
-			if err != nil {
-				return 0, nil, nil, nil, false
-			}
-			id, runID, ok = n, run, true
-		case "event":
-			typ = value
-		case "data":
-			data = value
-		}
-	}
-	return id, runID, typ, data, ok
 }

@@ -3,25 +3,25 @@ package httpapi
 import (
 	"context"
 	"log/slog"
-	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/r3labs/sse/v2"
-
 	"github.com/kerneld/kerneld/internal/session"
 )
 
-// Stream tuning. The buffer bounds what a subscriber may fall behind by
-// before it is dropped (it then resumes from the log), so it bounds memory.
+// Stream tuning defaults; StreamOptions overrides them.
 const (
 	defaultHeartbeat    = 15 * time.Second
 	defaultWriteTimeout = 10 * time.Second
-	streamBuffer        = 256
-	backlogPage         = 1000
-	retryLine           = "retry: 2000\n\n"
+	defaultMaxLag       = time.Minute
+	defaultMaxLagEvents = 1 << 20
+	defaultFeedBytes    = 4 << 20
+	// maxWriteBytes bounds one write of a stream: what a stream holds of
+	// its own while its client reads.
+	maxWriteBytes = 256 << 10
+	backlogPage   = 1000
+	retryLine     = "retry: 2000\n\n"
 )
 
 // eventReader reads a session, its runs and its event log; the kernel
@@ -35,40 +35,30 @@ type eventReader interface {
 // Streams is the SSE hub: it delivers every event the kernel emits to the
 // open streams of its session. It implements kernel.Observer.
 //
-// It is built on github.com/r3labs/sse/v2, used with one r3labs stream per
-// connection rather than per session: the library delivers to a stream's
-// subscribers with blocking sends, so a shared stream would let one stuck
-// client stall every other client of the session. Events reach a stream
-// with TryPublish, so a run never waits for a client; a stream that cannot
-// take an event is dropped and its client resumes from the log. Replay,
-// de-duplication, gap filling and the end of a stream are handled by
-// frameWriter, which sits between r3labs and the connection.
+// Each watched session has a feed: a window of its newest events, each
+// encoded once as an SSE frame whose bytes every stream of the session
+// shares. A stream is served by its own request goroutine, which writes
+// whatever is ready for it in one write and one flush, then waits to be
+// woken by the next append. Nothing the hub does waits for a client: the
+// kernel's append only adds frames to the window and wakes the streams.
+//
+// A stream that falls behind the window catches up from the durable log,
+// so how far a client may lag costs no memory. A client is dropped only
+// when it is genuinely behind: it does not accept a write within
+// WriteTimeout (it stopped reading), or it is further behind the log's
+// head than MaxLagEvents events or MaxLag in time. A client that keeps up,
+// however large the kernel's append batches, is never dropped.
 type Streams struct {
-	sse  *sse.Server
 	log  *slog.Logger
 	opts StreamOptions
 
-	mu      sync.RWMutex
-	streams map[string]map[*stream]struct{} // by session id
-	closed  bool
+	mu     sync.RWMutex
+	feeds  map[string]*feed // by session id, while it has streams
+	closed bool
 
-	nextKey   atomic.Uint64
-	stop      chan struct{} // closed by Close
+	open      atomic.Int64 // streams being served
+	stop      chan struct{}
 	closeOnce sync.Once
-	wg        sync.WaitGroup // the heartbeat goroutine
-}
-
-// stream is one open SSE connection.
-type stream struct {
-	key       string // r3labs stream id
-	sessionID string
-	runID     string // when set, only this run's events, ending after its end
-	cancel    context.CancelFunc
-
-	mu       sync.Mutex
-	sent     int64 // highest seq delivered
-	hasEnd   bool  // the stream's last seq is known:
-	endAfter int64 // end once sent reaches it
 }
 
 // StreamOptions tune the hub. Zero values take the defaults noted.
@@ -78,9 +68,18 @@ type StreamOptions struct {
 	// WriteTimeout is how long a client may take to accept one write
 	// before it counts as gone; default 10 s.
 	WriteTimeout time.Duration
+	// MaxLag drops a stream whose next event is older than this, with a
+	// note telling its client to resume; default 1 minute.
+	MaxLag time.Duration
+	// MaxLagEvents drops a stream this many events behind the head of its
+	// session's log; default 1,048,576.
+	MaxLagEvents int64
+	// FeedBytes bounds the frames kept per watched session for its
+	// streams; a stream behind them reads the log. Default 4 MiB.
+	FeedBytes int
 }
 
-// NewStreams returns a hub. Close stops it.
+// NewStreams returns a hub. Close ends its streams.
 func NewStreams(log *slog.Logger, opts StreamOptions) *Streams {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -91,207 +90,260 @@ func NewStreams(log *slog.Logger, opts StreamOptions) *Streams {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = defaultWriteTimeout
 	}
-	srv := sse.New()
-	srv.AutoReplay = false // replay comes from the durable log, never from r3labs' unbounded memory
-	srv.AutoStream = false
-	srv.BufferSize = streamBuffer
-	srv.Headers = map[string]string{"X-Accel-Buffering": "no"} // r3labs sets Content-Type and Cache-Control itself
-	s := &Streams{sse: srv, log: log, opts: opts, streams: make(map[string]map[*stream]struct{}), stop: make(chan struct{})}
-	s.wg.Go(s.pingLoop)
-	return s
+	if opts.MaxLag <= 0 {
+		opts.MaxLag = defaultMaxLag
+	}
+	if opts.MaxLagEvents <= 0 {
+		opts.MaxLagEvents = defaultMaxLagEvents
+	}
+	if opts.FeedBytes <= 0 {
+		opts.FeedBytes = defaultFeedBytes
+	}
+	return &Streams{log: log, opts: opts, feeds: make(map[string]*feed), stop: make(chan struct{})}
 }
 
-// Close ends every open stream promptly and stops the heartbeat. New
-// streams are refused afterwards. It is safe to call more than once.
+// Close ends every open stream promptly; new streams are refused
+// afterwards. It is safe to call more than once.
 func (s *Streams) Close() {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
-		for _, set := range s.streams {
-			for st := range set {
-				st.cancel()
-			}
-		}
 		s.mu.Unlock()
 		close(s.stop)
-		s.wg.Wait()
 	})
 }
 
 // Open returns the number of open streams.
-func (s *Streams) Open() int {
+func (s *Streams) Open() int { return int(s.open.Load()) }
+
+// Buffered returns the bytes of encoded frames the hub holds for its
+// streams: at most StreamOptions.FeedBytes per watched session.
+func (s *Streams) Buffered() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	n := 0
-	for _, set := range s.streams {
-		n += len(set)
+	for _, f := range s.feeds {
+		f.mu.Lock()
+		n += f.bytes
+		f.mu.Unlock()
 	}
 	return n
 }
 
-// ObserveEvents implements kernel.Observer: it offers the events to every
-// stream of their session without blocking.
+// ObserveEvents implements kernel.Observer: it adds the events to their
+// session's feed, if anyone watches it, and wakes its streams. It never
+// blocks on a client.
 func (s *Streams) ObserveEvents(evs []session.Event) {
 	if len(evs) == 0 {
 		return
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	set := s.streams[evs[0].SessionID]
-	if len(set) == 0 {
-		return
-	}
-	frames := make([]*sse.Event, len(evs)) // encoded once, shared read-only by every stream
-	for i := range evs {
-		frames[i] = &sse.Event{
-			ID:    appendFrameID(nil, &evs[i]),
-			Event: []byte(evs[i].Type),
-			Data:  evs[i].AppendJSON(nil),
-		}
-	}
-	for st := range set {
-		for _, f := range frames {
-			if !s.sse.TryPublish(st.key, f) {
-				s.log.Info("stream dropped: subscriber too slow", "session", st.sessionID)
-				st.cancel()
-				break
-			}
-		}
+	if f := s.feed(evs[0].SessionID); f != nil {
+		f.add(evs, s.opts.FeedBytes)
 	}
 }
 
 // ObserveSessionEnded implements kernel.Observer: the session's streams
 // end once they have delivered lastSeq.
 func (s *Streams) ObserveSessionEnded(sessionID string, lastSeq int64) {
+	if f := s.feed(sessionID); f != nil {
+		f.end(lastSeq)
+	}
+}
+
+func (s *Streams) feed(sessionID string) *feed {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for st := range s.streams[sessionID] {
-		if st.setEnd(lastSeq) {
-			st.cancel()
-		}
-	}
+	return s.feeds[sessionID]
 }
 
-// pingLoop sends a comment on every stream at each heartbeat, so proxies
-// keep quiet streams open and dead peers are found by the failed write.
-func (s *Streams) pingLoop() {
-	t := time.NewTicker(s.opts.Heartbeat)
-	defer t.Stop()
-	ping := &sse.Event{Comment: []byte("ping")}
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		s.mu.RLock()
-		for _, set := range s.streams {
-			for st := range set {
-				if !s.sse.TryPublish(st.key, ping) {
-					st.cancel()
-				}
-			}
-		}
-		s.mu.RUnlock()
-	}
-}
-
-// add registers st to receive its session's events. A hub that is closing
-// ends st at once.
-func (s *Streams) add(st *stream) {
+// subscribe registers a stream of session sessionID that has delivered
+// everything up to after. It returns nil when the hub is closed.
+func (s *Streams) subscribe(sessionID string, after int64) (*feed, *subscriber) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		st.cancel()
-		return
+		return nil, nil
 	}
-	set := s.streams[st.sessionID]
-	if set == nil {
-		set = make(map[*stream]struct{})
-		s.streams[st.sessionID] = set
+	f := s.feeds[sessionID]
+	if f == nil {
+		f = &feed{subs: make(map[*subscriber]struct{})}
+		s.feeds[sessionID] = f
 	}
-	set[st] = struct{}{}
+	sub := &subscriber{wake: make(chan struct{}, 1), sent: after}
+	f.mu.Lock()
+	f.subs[sub] = struct{}{}
+	f.mu.Unlock()
+	s.open.Add(1)
+	return f, sub
 }
 
-func (s *Streams) remove(st *stream) {
+// unsubscribe removes sub, and its session's feed once nobody watches it.
+func (s *Streams) unsubscribe(sessionID string, f *feed, sub *subscriber) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if set := s.streams[st.sessionID]; set != nil {
-		delete(set, st)
-		if len(set) == 0 {
-			delete(s.streams, st.sessionID)
+	f.mu.Lock()
+	delete(f.subs, sub)
+	empty := len(f.subs) == 0
+	f.mu.Unlock()
+	if empty && s.feeds[sessionID] == f {
+		delete(s.feeds, sessionID)
+	}
+	s.open.Add(-1)
+}
+
+// feed is the window of a watched session's newest events, as encoded
+// frames shared by all its streams. Frames hold consecutive seqs,
+// base+1 … base+len(frames).
+type feed struct {
+	mu     sync.Mutex
+	base   int64
+	frames []frame
+	bytes  int
+	arena  []byte // frames are encoded into it; full chunks are never written again
+	subs   map[*subscriber]struct{}
+	ended  bool  // the session will log nothing more:
+	endSeq int64 // its last event
+}
+
+// frame is one event's SSE frame and what a stream needs to route it.
+type frame struct {
+	seq   int64
+	runID string
+	typ   session.EventType
+	at    time.Time // when the hub received it
+	b     []byte
+}
+
+// subscriber is one stream's place in its feed.
+type subscriber struct {
+	wake chan struct{} // a token when there may be something to send
+	sent int64         // guarded by feed.mu: the last seq delivered
+}
+
+// arenaChunk is the size of the buffers frames are encoded into: small
+// enough to be a small-object allocation, large enough for ~60 frames.
+const arenaChunk = 16 << 10
+
+// add encodes the events that extend the window and wakes the streams.
+// Events the window already holds are skipped (a session's events may
+// arrive both from the kernel and, on other replicas, from a tail); after a
+// gap the window restarts at the new events, and streams behind it read
+// the log.
+func (f *feed) add(evs []session.Event, maxBytes int) {
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.trim(maxBytes) // before adding: when every stream is past the window, its memory is reused
+	for i := range evs {
+		ev := &evs[i]
+		head := f.base + int64(len(f.frames))
+		switch {
+		case ev.Seq <= head:
+			continue
+		case ev.Seq > head+1:
+			f.restart(ev.Seq - 1)
+		}
+		f.push(ev, now)
+	}
+	if f.bytes > maxBytes {
+		f.trim(maxBytes)
+	}
+	for sub := range f.subs {
+		select {
+		case sub.wake <- struct{}{}:
+		default: // already woken
 		}
 	}
 }
 
-// streamRequest is what one SSE response should carry.
-type streamRequest struct {
-	sessionID string
-	after     int64  // deliver events with seq > after
-	runID     string // only this run's events; the stream ends after its end
-}
-
-// serve streams a session's events to w: the backlog after req.after from
-// the log, then live events, until the client leaves, the stream ends or
-// is dropped, or the hub closes.
-func (s *Streams) serve(w http.ResponseWriter, r *http.Request, log eventReader, req streamRequest) {
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	st := &stream{
-		key:       "c" + strconv.FormatUint(s.nextKey.Add(1), 10),
-		sessionID: req.sessionID, runID: req.runID, cancel: cancel,
-		sent: req.after,
+// push appends ev's frame to the window.
+func (f *feed) push(ev *session.Event, now time.Time) {
+	need := len(ev.Data) + len(ev.Meta) + 6*(len(ev.SessionID)+len(ev.RunID)) + 2*len(ev.Type) + 160
+	if cap(f.arena)-len(f.arena) < need {
+		f.arena = make([]byte, 0, max(arenaChunk, need))
 	}
-	s.sse.CreateStream(st.key)
-	// RemoveStream only after ServeHTTP has returned: by then r3labs has
-	// deregistered the subscriber, so its goroutines cannot leak.
-	defer s.sse.RemoveStream(st.key)
-	defer s.remove(st)
-	fw := &frameWriter{w: w, rc: http.NewResponseController(w), hub: s, st: st, log: log, ctx: ctx}
-	s.sse.ServeHTTP(fw, r3labsRequest(r.WithContext(ctx), st.key))
+	start := len(f.arena)
+	f.arena = appendEventFrame(f.arena, ev)
+	b := f.arena[start:len(f.arena):len(f.arena)]
+	f.frames = append(f.frames, frame{seq: ev.Seq, runID: ev.RunID, typ: ev.Type, at: now, b: b})
+	f.bytes += len(b)
 }
 
-// r3labsRequest returns r as r3labs expects it: the stream named in the
-// query, and no Last-Event-ID (kerneld already resolved the cursor, and
-// r3labs would reject ids it cannot parse).
-func r3labsRequest(r *http.Request, key string) *http.Request {
-	u := *r.URL
-	u.RawQuery = "stream=" + key
-	r.URL = &u
-	r.Header = r.Header.Clone()
-	r.Header.Del("Last-Event-ID")
+// restart empties the window so that it continues after seq.
+func (f *feed) restart(seq int64) {
+	f.frames, f.bytes, f.base = nil, 0, seq
+}
+
+// trim drops the frames every stream has delivered, and the oldest beyond
+// maxBytes, which streams still behind them then read from the log. A
+// stream reads the frames after the seq it last reported to next, without
+// the lock, so memory holding frames some stream may still be reading is
+// never written again: it is reused only once every stream is past it all.
+func (f *feed) trim(maxBytes int) {
+	floor := f.base + int64(len(f.frames))
+	for sub := range f.subs {
+		floor = min(floor, sub.sent)
+	}
+	n, dropped := int(max(floor-f.base, 0)), 0
+	for _, fr := range f.frames[:n] {
+		dropped += len(fr.b)
+	}
+	for n < len(f.frames) && f.bytes-dropped > maxBytes {
+		dropped += len(f.frames[n].b)
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	f.bytes -= dropped
+	f.base += int64(n)
+	if n == len(f.frames) {
+		// Every stream has delivered every frame, so none is reading any:
+		// the window's memory can be used again.
+		f.frames, f.arena = f.frames[:0], f.arena[:0]
+		return
+	}
+	f.frames = f.frames[n:]
+	if cap(f.frames) > 4*len(f.frames)+64 {
+		f.frames = append([]frame(nil), f.frames...)
+	}
+}
+
+// end records that the session logs nothing after lastSeq.
+func (f *feed) end(lastSeq int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.ended || lastSeq < f.endSeq {
+		f.ended, f.endSeq = true, lastSeq
+	}
+	for sub := range f.subs {
+		select {
+		case sub.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// ready is what a stream may send next, read under the feed's lock.
+type ready struct {
+	frames  []frame // after the stream's last seq; nil when it must read the log
+	fromLog bool    // the stream is behind the window
+	head    int64   // the newest seq the hub knows of
+	ended   bool
+	endSeq  int64
+}
+
+// next records that sub has delivered sent and returns what follows.
+func (f *feed) next(sub *subscriber, sent int64) ready {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sub.sent = sent
+	r := ready{head: max(f.base+int64(len(f.frames)), sent), ended: f.ended, endSeq: f.endSeq}
+	switch {
+	case sent < f.base:
+		r.fromLog = true
+	case sent < r.head:
+		r.frames = f.frames[sent-f.base:]
+	}
 	return r
-}
-
-// setEnd records that the stream ends after seq and reports whether it has
-// already delivered it.
-func (st *stream) setEnd(seq int64) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if !st.hasEnd || seq < st.endAfter {
-		st.hasEnd, st.endAfter = true, seq
-	}
-	return st.sent >= st.endAfter
-}
-
-// delivered records that seq was delivered and reports whether the stream
-// should now end.
-func (st *stream) delivered(seq int64) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.sent = max(st.sent, seq)
-	return st.hasEnd && st.sent >= st.endAfter
-}
-
-// finished reports whether the stream has delivered its last event.
-func (st *stream) finished() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.hasEnd && st.sent >= st.endAfter
-}
-
-func (st *stream) lastSent() int64 {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.sent
 }

@@ -90,7 +90,7 @@ func (k *Kernel) enqueue(ctx context.Context, sessionID string, busy *activeRun,
 	if full {
 		return session.Run{}, queueFull(sessionID, k.limits.MaxQueued)
 	}
-	run := session.Run{ID: newID(), SessionID: sessionID, State: session.RunQueued, Input: req.Input,
+	run := session.Run{ID: session.NewID(), SessionID: sessionID, State: session.RunQueued, Input: req.Input,
 		IdempotencyKey: req.IdempotencyKey, CreatedAt: k.now()}
 	if err := k.store.CreateRun(ctx, run); err != nil {
 		return session.Run{}, fmt.Errorf("create run: %w", err)
@@ -187,7 +187,7 @@ func (k *Kernel) queueSteers(sessionID string, ar *activeRun) {
 	ar.steered = nil
 	k.mu.Unlock()
 	for _, input := range inputs {
-		run := session.Run{ID: newID(), SessionID: sessionID, State: session.RunQueued, Input: input, CreatedAt: k.now()}
+		run := session.Run{ID: session.NewID(), SessionID: sessionID, State: session.RunQueued, Input: input, CreatedAt: k.now()}
 		if err := k.store.CreateRun(context.WithoutCancel(k.ctx), run); err != nil {
 			k.log.Error("queue steered input", "session", sessionID, "err", err)
 			continue

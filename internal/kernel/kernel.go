@@ -17,8 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
@@ -290,12 +288,6 @@ func (k *Kernel) append(ctx context.Context, evs []session.Event) error {
 	return nil
 }
 
-// newID returns a new time-ordered id.
-func newID() string { return uuid.Must(uuid.NewV7()).String() }
-
 // validID reports whether id could be one kerneld issued, so malformed path
 // ids answer not-found without touching the store.
-func validID(id string) bool {
-	_, err := uuid.Parse(id)
-	return err == nil && len(id) == 36
-}
+func validID(id string) bool { return session.ValidID(id) }

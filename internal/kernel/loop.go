@@ -332,7 +332,7 @@ func (r *runner) closeOpen() ([]session.Event, []session.Message) {
 	}
 	r.undecided = nil
 	for _, c := range r.pending {
-		id := newID()
+		id := session.NewMessageID()
 		const content = "error: the run ended before this tool call returned"
 		evs = append(evs, session.ToolCallResult(id, c.ID, content, true))
 		msgs = append(msgs, session.Message{ID: id, Role: session.RoleTool, Content: content, ToolCallID: c.ID, IsError: true})
@@ -374,7 +374,7 @@ func (r *runner) foldSteers() error {
 	r.ar.steered = nil
 	r.k.mu.Unlock()
 	for _, input := range inputs {
-		id := newID()
+		id := session.NewMessageID()
 		err := r.emit(
 			session.Custom("kerneld.run.steered", map[string]string{"runId": r.run.ID, "messageId": id}),
 			session.TextMessageStart(id, session.RoleUser),

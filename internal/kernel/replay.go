@@ -119,7 +119,7 @@ func (rp *replayedRun) closers() ([]session.Event, []session.Message) {
 			evs = append(evs, session.ToolCallEnd(c.id))
 		}
 		if c.result == nil {
-			m := session.Message{ID: newID(), Role: session.RoleTool, Content: interruptedToolResult, ToolCallID: c.id, IsError: true}
+			m := session.Message{ID: session.NewMessageID(), Role: session.RoleTool, Content: interruptedToolResult, ToolCallID: c.id, IsError: true}
 			evs = append(evs, session.ToolCallResult(m.ID, c.id, m.Content, true))
 			msgs = append(msgs, m)
 		}

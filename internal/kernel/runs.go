@@ -155,7 +155,7 @@ func (k *Kernel) reserve(s session.Session, req RunRequest) (ar *activeRun, run 
 	}
 	now := k.now().UTC()
 	run = session.Run{
-		ID: newID(), SessionID: s.ID, State: session.RunRunning, Input: req.Input,
+		ID: session.NewID(), SessionID: s.ID, State: session.RunRunning, Input: req.Input,
 		IdempotencyKey: req.IdempotencyKey, CreatedAt: now, StartedAt: now,
 	}
 	ar = k.newActiveRun(run.ID)
@@ -180,7 +180,7 @@ func (k *Kernel) start(ctx context.Context, s session.Session, r *session.Run) (
 	if err := k.store.UpdateSession(ctx, s); err != nil {
 		return false, fmt.Errorf("update session: %w", err)
 	}
-	msgID := newID()
+	msgID := session.NewMessageID()
 	evs := []session.Event{
 		session.RunStarted(s.ID, r.ID),
 		session.TextMessageStart(msgID, session.RoleUser),

@@ -62,7 +62,7 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	}
 	now := k.now().UTC()
 	s := session.Session{
-		ID: newID(), Tenant: TenantFrom(ctx), Agent: req.Agent, Name: req.Name,
+		ID: session.NewID(), Tenant: TenantFrom(ctx), Agent: req.Agent, Name: req.Name,
 		Metadata: maps.Clone(req.Metadata), State: session.StateActive, CreatedAt: now, UpdatedAt: now,
 		TTL: cmp.Or(req.TTL, k.retention.TTL), InheritMemory: req.InheritMemory,
 	}

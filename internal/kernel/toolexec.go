@@ -22,7 +22,7 @@ type toolResult struct {
 
 // recordResult emits a tool's result and adds it to the history.
 func (r *runner) recordResult(res toolResult) error {
-	id := newID()
+	id := session.NewMessageID()
 	if err := r.emit(session.ToolCallResult(id, res.call.ID, res.content, res.isError)); err != nil {
 		return err
 	}

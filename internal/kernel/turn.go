@@ -35,7 +35,7 @@ type streamedCall struct {
 }
 
 func newTurn() *turn {
-	return &turn{assistantID: newID(), byIndex: make(map[int]*streamedCall)}
+	return &turn{assistantID: session.NewMessageID(), byIndex: make(map[int]*streamedCall)}
 }
 
 // apply returns the events for one chunk.
@@ -56,7 +56,7 @@ func (t *turn) apply(c llm.Chunk) []session.Event {
 func (t *turn) reasoningDelta(delta string) []session.Event {
 	var evs []session.Event
 	if !t.reasoningOpen {
-		t.reasoningID, t.reasoningOpen = newID(), true
+		t.reasoningID, t.reasoningOpen = session.NewMessageID(), true
 		evs = append(evs, session.ReasoningStart(t.reasoningID), session.ReasoningMessageStart(t.reasoningID))
 	}
 	return append(evs, session.ReasoningMessageContent(t.reasoningID, delta))
@@ -71,7 +71,7 @@ func (t *turn) textDelta(delta string) []session.Event {
 	if t.textID == "" {
 		t.textID = t.assistantID
 		if t.textStreams > 0 {
-			t.textID = newID()
+			t.textID = session.NewMessageID()
 		}
 		t.textStreams++
 		evs = append(evs, session.TextMessageStart(t.textID, session.RoleAssistant))
@@ -126,7 +126,7 @@ func (t *turn) toolCallDelta(d *llm.ToolCallDelta) []session.Event {
 
 func (t *turn) startCall(c *streamedCall) []session.Event {
 	if c.id == "" {
-		c.id = "call_" + newID()
+		c.id = "call_" + session.NewMessageID()
 	}
 	c.started, t.current = true, c
 	evs := []session.Event{session.ToolCallStart(c.id, c.name, t.assistantID)}

@@ -60,11 +60,20 @@ type Event struct {
 	Meta json.RawMessage
 }
 
-// AppendJSON appends the event's wire form to dst: the AG-UI object with
-// kerneld's envelope in metadata.kerneld and an AG-UI timestamp. It is on
-// the hot path of every SSE frame, so it splices bytes instead of
+// AppendJSON appends the event's wire form to dst: the AG-UI object with an
+// AG-UI timestamp and kerneld's envelope in metadata.kerneld (seq,
+// sessionId, runId and any extra members). It is what JSON event pages and
+// MarshalJSON give. It is on hot paths, so it splices bytes instead of
 // re-marshalling the payload.
-func (e *Event) AppendJSON(dst []byte) []byte {
+func (e *Event) AppendJSON(dst []byte) []byte { return e.appendJSON(dst, true) }
+
+// AppendStreamJSON appends the form an SSE frame carries in its data line:
+// AppendJSON's without metadata.kerneld.seq, which the frame's id line
+// already states. A token event is sent thousands of times a run, so it
+// says nothing twice.
+func (e *Event) AppendStreamJSON(dst []byte) []byte { return e.appendJSON(dst, false) }
+
+func (e *Event) appendJSON(dst []byte, withSeq bool) []byte {
 	data := e.Data
 	if len(data) < 2 || data[len(data)-1] != '}' {
 		data = json.RawMessage(`{}`)
@@ -75,15 +84,16 @@ func (e *Event) AppendJSON(dst []byte) []byte {
 	}
 	dst = append(dst, `"timestamp":`...)
 	dst = strconv.AppendInt(dst, e.Time.UnixMilli(), 10)
-	dst = append(dst, `,"metadata":{"kerneld":{"seq":`...)
-	dst = strconv.AppendInt(dst, e.Seq, 10)
-	dst = append(dst, `,"sessionId":`...)
+	dst = append(dst, `,"metadata":{"kerneld":{`...)
+	if withSeq {
+		dst = append(dst, `"seq":`...)
+		dst = strconv.AppendInt(dst, e.Seq, 10)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"sessionId":`...)
 	dst = appendString(dst, e.SessionID)
 	dst = append(dst, `,"runId":`...)
 	dst = appendString(dst, e.RunID)
-	dst = append(dst, `,"time":"`...)
-	dst = e.Time.UTC().AppendFormat(dst, time.RFC3339Nano)
-	dst = append(dst, '"')
 	if len(e.Meta) > 2 && e.Meta[0] == '{' && e.Meta[len(e.Meta)-1] == '}' {
 		dst = append(dst, ',')
 		dst = append(dst, e.Meta[1:len(e.Meta)-1]...)
@@ -93,7 +103,7 @@ func (e *Event) AppendJSON(dst []byte) []byte {
 
 // MarshalJSON returns the event's wire form (see AppendJSON).
 func (e Event) MarshalJSON() ([]byte, error) {
-	return e.AppendJSON(make([]byte, 0, len(e.Data)+160)), nil
+	return e.AppendJSON(make([]byte, 0, len(e.Data)+128)), nil
 }
 
 const hexDigits = "0123456789abcdef"

@@ -31,7 +31,7 @@ func BenchmarkAppendBatch(b *testing.B) {
 
 func benchAppendBatch(b *testing.B, calls, perCall int) {
 	s := openBatchBench(b)
-	reqs := make([]*appendReq, calls)
+	reqs := make([]*writeReq, calls)
 	for i := range reqs {
 		id := uuid.Must(uuid.NewV7()).String()
 		now := time.Now()
@@ -40,7 +40,7 @@ func benchAppendBatch(b *testing.B, calls, perCall int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		reqs[i] = &appendReq{evs: events(id, perCall)}
+		reqs[i] = &writeReq{evs: events(id, perCall)}
 	}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -72,7 +72,7 @@ func openBatchBench(b *testing.B) *Store {
 }
 
 // commitBatchForBench commits reqs as the writer commits a batch.
-func (s *Store) commitBatchForBench(reqs []*appendReq) error {
+func (s *Store) commitBatchForBench(reqs []*writeReq) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	return s.writeBatch(reqs)

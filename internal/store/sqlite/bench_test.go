@@ -133,6 +133,9 @@ func benchCreateConcurrent(b *testing.B, callers, appenders int) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
 	b.ReportMetric(quantile(latencies, 0.50).Seconds()*1e3, "p50-ms")
 	b.ReportMetric(quantile(latencies, 0.99).Seconds()*1e3, "p99-ms")
+	if stats := st.Stats(); stats.Batches > 0 {
+		b.ReportMetric(float64(stats.Writes)/float64(stats.Batches), "writes/commit")
+	}
 }
 
 // quantile returns the q quantile of sorted.

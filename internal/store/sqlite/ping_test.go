@@ -59,7 +59,7 @@ func TestStore_PingReportsFailingWriter(t *testing.T) {
 
 	err = s.Ping(ctx)
 	require.Error(t, err, "Ping while the writer fails")
-	assert.Contains(t, err.Error(), "the last event append failed")
+	assert.Contains(t, err.Error(), "the last write failed")
 	assert.Contains(t, err.Error(), "database or disk is full")
 	evs, rerr := s.ReadEvents(ctx, id, 0, 0)
 	require.NoError(t, rerr, "reads still work, which is why Ping must look at the writer")

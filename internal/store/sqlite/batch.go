@@ -60,16 +60,19 @@ var stmtSQL = [numStmts]string{
 }
 
 // batchTx is the writer's transaction for one batch, with what the batch
-// has learnt so far. Statements are prepared once, at Open: parsing the
-// SQL again was 15% of a CreateSession.
+// has learnt so far. The writer keeps the writer pool's one connection for
+// as long as it runs, so every statement is prepared on it once, at Open,
+// and a batch runs them as they are: parsing the SQL again was 15% of a
+// CreateSession, and binding prepared statements to a *sql.Tx per batch
+// cost more than BEGIN and COMMIT on the connection.
 type batchTx struct {
 	ctx   context.Context // not a caller's: one caller giving up must not fail the rest
-	tx    *sql.Tx
-	stmts [numStmts]*sql.Stmt // prepared on the writer's pool
-	bound [numStmts]*sql.Stmt // stmts bound to tx, on first use
+	conn  *sql.Conn
+	stmts [numStmts]*sql.Stmt
 	// inserts[i] inserts 1<<i event rows; a batch is cut into powers of
 	// two, so any size needs few statements and few are prepared.
-	inserts []*sql.Stmt
+	inserts                []*sql.Stmt
+	begin, commit, abandon *sql.Stmt
 
 	seqs map[string]seqState // sessions whose last seq this batch knows
 	rows []eventRow          // events numbered but not inserted yet
@@ -99,26 +102,54 @@ func (tx *batchTx) init() {
 	tx.lastSeq = make(map[string]int64)
 }
 
-// prepare prepares the writer's statements on db.
-func (tx *batchTx) prepare(ctx context.Context, db *sql.DB) error {
-	for n := 1; n <= maxRowsPerInsert; n *= 2 {
-		row := "(" + strings.Repeat("?, ", eventColumns-1) + "?)"
-		stmt, err := db.PrepareContext(ctx, `INSERT INTO events
-			(session_id, seq, run_id, type, time, data, meta) VALUES `+
-			strings.Repeat(row+", ", n-1)+row)
-		if err != nil {
-			return fmt.Errorf("prepare event insert: %w", err)
+// open takes db's connection for the writer and prepares the writer's
+// statements on it.
+func (tx *batchTx) open(ctx context.Context, db *sql.DB) error {
+	var err error
+	if tx.conn, err = db.Conn(ctx); err != nil {
+		return err
+	}
+	prepare := func(query string) *sql.Stmt {
+		var stmt *sql.Stmt
+		if err == nil {
+			if stmt, err = tx.conn.PrepareContext(ctx, query); err != nil {
+				err = fmt.Errorf("prepare %.40q: %w", query, err)
+			}
 		}
-		tx.inserts = append(tx.inserts, stmt)
+		return stmt
+	}
+	row := "(" + strings.Repeat("?, ", eventColumns-1) + "?)"
+	for n := 1; n <= maxRowsPerInsert; n *= 2 {
+		tx.inserts = append(tx.inserts, prepare(`INSERT INTO events
+			(session_id, seq, run_id, type, time, data, meta) VALUES `+strings.Repeat(row+", ", n-1)+row))
 	}
 	for id, query := range stmtSQL {
-		stmt, err := db.PrepareContext(ctx, query)
-		if err != nil {
-			return fmt.Errorf("prepare %q: %w", query, err)
-		}
-		tx.stmts[id] = stmt
+		tx.stmts[id] = prepare(query)
 	}
-	return nil
+	tx.begin, tx.commit, tx.abandon = prepare(`BEGIN IMMEDIATE`), prepare(`COMMIT`), prepare(`ROLLBACK`)
+	if err != nil {
+		tx.close()
+	}
+	return err
+}
+
+// close closes the statements prepared on the connection and gives it
+// back to the writer pool. database/sql does not track statements
+// prepared on a *sql.Conn: one left open would keep SQLite from closing
+// the database file, and from checkpointing and removing the WAL.
+func (tx *batchTx) close() {
+	for _, stmt := range tx.all() {
+		if stmt != nil {
+			_ = stmt.Close() // a finalize error leaves nothing to do
+		}
+	}
+	_ = tx.conn.Close() // Close reports the pool's errors
+}
+
+// all returns every statement open prepares.
+func (tx *batchTx) all() []*sql.Stmt {
+	all := append(tx.stmts[:], tx.inserts...)
+	return append(all, tx.begin, tx.commit, tx.abandon)
 }
 
 // writeBatch writes reqs in one transaction. A call's own failure is its
@@ -126,10 +157,11 @@ func (tx *batchTx) prepare(ctx context.Context, db *sql.DB) error {
 // nothing, the seq cache included.
 func (s *Store) writeBatch(reqs []*writeReq) error {
 	tx := &s.tx
-	if err := tx.begin(s.wdb); err != nil {
+	if _, err := tx.begin.ExecContext(tx.ctx); err != nil {
 		return fmt.Errorf("begin writes: %w", err)
 	}
-	defer tx.end()
+	committed := false
+	defer func() { tx.end(committed) }()
 	for _, r := range reqs {
 		if err := tx.apply(r); err != nil {
 			return err
@@ -138,26 +170,24 @@ func (s *Store) writeBatch(reqs []*writeReq) error {
 	if err := tx.flushEvents(); err != nil {
 		return err
 	}
-	if err := tx.tx.Commit(); err != nil {
+	if _, err := tx.commit.ExecContext(tx.ctx); err != nil {
 		return fmt.Errorf("commit writes: %w", err)
 	}
+	committed = true
 	tx.cacheSeqs()
 	s.count(reqs)
 	return nil
 }
 
-func (tx *batchTx) begin(db *sql.DB) error {
-	var err error
-	tx.tx, err = db.BeginTx(tx.ctx, nil)
-	return err
-}
-
-// end rolls back the transaction if it is still open and forgets what the
-// batch learnt.
-func (tx *batchTx) end() {
-	rollback(tx.tx)
-	tx.tx = nil
-	tx.bound = [numStmts]*sql.Stmt{}
+// end rolls the transaction back unless it committed, and forgets what
+// the batch learnt.
+func (tx *batchTx) end(committed bool) {
+	if !committed {
+		// SQLite may have rolled back already, after an I/O error say;
+		// then ROLLBACK fails, and the failure that got here is the one
+		// to report.
+		_, _ = tx.abandon.ExecContext(tx.ctx)
+	}
 	clear(tx.seqs)
 	clear(tx.rows) // keep no events alive
 	tx.rows = tx.rows[:0]
@@ -176,17 +206,9 @@ func (tx *batchTx) apply(r *writeReq) error {
 	return err
 }
 
-// stmt returns statement id bound to the batch's transaction.
-func (tx *batchTx) stmt(id stmtID) *sql.Stmt {
-	if tx.bound[id] == nil {
-		tx.bound[id] = tx.tx.StmtContext(tx.ctx, tx.stmts[id])
-	}
-	return tx.bound[id]
-}
-
 // exec runs statement id and reports whether it changed any row.
 func (tx *batchTx) exec(id stmtID, args ...any) (changed bool, err error) {
-	res, err := tx.stmt(id).ExecContext(tx.ctx, args...)
+	res, err := tx.stmts[id].ExecContext(tx.ctx, args...)
 	if err != nil {
 		return false, err
 	}
@@ -196,7 +218,7 @@ func (tx *batchTx) exec(id stmtID, args ...any) (changed bool, err error) {
 
 // queryRow runs statement id, which returns at most one row.
 func (tx *batchTx) queryRow(id stmtID, args ...any) *sql.Row {
-	return tx.stmt(id).QueryRowContext(tx.ctx, args...)
+	return tx.stmts[id].QueryRowContext(tx.ctx, args...)
 }
 
 // requireSession returns, as the call's own failure, ErrNotFound if
@@ -269,7 +291,7 @@ func (tx *batchTx) flushEvents() error {
 	for len(rows) > 0 {
 		i := min(len(tx.inserts), bitLen(len(rows))) - 1 // the largest 1<<i <= len(rows)
 		n := 1 << i
-		if err := tx.insertRows(tx.tx.StmtContext(tx.ctx, tx.inserts[i]), rows[:n]); err != nil {
+		if err := tx.insertRows(tx.inserts[i], rows[:n]); err != nil {
 			return err
 		}
 		rows = rows[n:]

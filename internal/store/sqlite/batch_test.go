@@ -163,7 +163,7 @@ func TestWriter_FailingCallFailsAlone(t *testing.T) {
 	release := hold(t, s)
 	good := newSession()
 	bad := func(tx *batchTx) (own, err error) {
-		_, err = tx.tx.ExecContext(tx.ctx, `INSERT INTO sessions (id) VALUES ('incomplete')`)
+		_, err = tx.conn.ExecContext(tx.ctx, `INSERT INTO sessions (id) VALUES ('incomplete')`)
 		return nil, err
 	}
 	evs := events(id, 1)

@@ -122,15 +122,18 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, s.openError(err)
 	}
 	if s.migrated, err = migrate(ctx, s.wdb, path, log); err == nil {
-		if err = s.tx.prepare(ctx, s.wdb); err != nil {
+		if err = s.tx.open(ctx, s.wdb); err != nil {
 			err = fmt.Errorf("open database %s: %w", path, err)
 		}
 	}
 	if err == nil {
-		s.rdb, err = openReaders(ctx, path)
+		if s.rdb, err = openReaders(ctx, path); err != nil {
+			s.tx.close()
+		}
 	}
 	if err == nil {
 		if err = s.ckpt.open(ctx, path); err != nil {
+			s.tx.close()
 			_ = s.rdb.Close() // err says what went wrong
 		}
 	}

@@ -29,8 +29,9 @@ type writer struct {
 	closed bool
 	wg     sync.WaitGroup // the writer goroutine
 
-	// writeMu is held by the writer goroutine while it writes a batch.
-	// Nothing else writes; tests hold it to keep calls queued.
+	// writeMu is held by the writer goroutine while it writes a batch, the
+	// only time it uses its connection. Nothing else writes; Diagnose
+	// holds it to query the connection, tests to keep calls queued.
 	writeMu sync.Mutex
 
 	counters
@@ -141,8 +142,8 @@ func (r *writeReq) await(ctx context.Context) error {
 
 func (s *Store) startWriter() { s.wg.Go(s.runWriter) }
 
-// stopWriter closes the queue and waits for the writer to commit what was
-// queued before and exit.
+// stopWriter closes the queue, waits for the writer to commit what was
+// queued before and exit, and gives its connection back to the pool.
 func (s *Store) stopWriter() {
 	s.sendMu.Lock()
 	if !s.closed {
@@ -151,6 +152,7 @@ func (s *Store) stopWriter() {
 	}
 	s.sendMu.Unlock()
 	s.wg.Wait()
+	s.tx.close()
 }
 
 // runWriter is the writer goroutine. It runs until reqs is closed and

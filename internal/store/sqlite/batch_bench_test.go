@@ -43,6 +43,7 @@ func benchAppendBatch(b *testing.B, calls, perCall int) {
 		reqs[i] = &writeReq{evs: events(id, perCall)}
 	}
 	b.ReportAllocs()
+	cpu := CPUTime()
 	for b.Loop() {
 		for _, r := range reqs {
 			r.err = nil
@@ -51,6 +52,7 @@ func benchAppendBatch(b *testing.B, calls, perCall int) {
 			b.Fatal(err)
 		}
 	}
+	ReportCPU(b, cpu)
 	b.ReportMetric(float64(b.N*calls*perCall)/b.Elapsed().Seconds(), "events/s")
 }
 

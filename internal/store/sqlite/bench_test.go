@@ -53,6 +53,7 @@ func benchAppendSessions(b *testing.B, sessions, perCall int) {
 	left.Store(int64(b.N))
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := sqlite.CPUTime()
 	var wg sync.WaitGroup
 	for _, id := range ids {
 		wg.Go(func() {
@@ -71,6 +72,7 @@ func benchAppendSessions(b *testing.B, sessions, perCall int) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	sqlite.ReportCPU(b, cpu)
 	stats := st.Stats()
 	b.ReportMetric(float64(stats.Events)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64(stats.Events)/float64(stats.Commits), "events/commit")
@@ -81,9 +83,11 @@ func benchAppendSessions(b *testing.B, sessions, perCall int) {
 func BenchmarkCreateSession(b *testing.B) {
 	st := mustOpen(b, sqlite.Options{Path: tempPath(b)})
 	b.ReportAllocs()
+	cpu := sqlite.CPUTime()
 	for b.Loop() {
 		mustCreateSession(b, st)
 	}
+	sqlite.ReportCPU(b, cpu)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
 }
 
@@ -113,6 +117,7 @@ func benchCreateConcurrent(b *testing.B, callers, appenders int) {
 	ctx := b.Context()
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := sqlite.CPUTime()
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Go(func() {
@@ -128,6 +133,7 @@ func benchCreateConcurrent(b *testing.B, callers, appenders int) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	sqlite.ReportCPU(b, cpu)
 	stop()
 	slices.Sort(latencies)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")

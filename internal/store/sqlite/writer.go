@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -225,6 +226,15 @@ func (w *writer) next(timeout *<-chan time.Time, wait bool) (r *writeReq, ok, mo
 		return nil, true, false
 	}
 	if *timeout == nil {
+		// Callers just answered are likely runnable but not running yet:
+		// let them queue their next calls before waiting for them one
+		// wake-up at a time.
+		runtime.Gosched()
+		select {
+		case r, ok = <-w.reqs:
+			return r, ok, true
+		default:
+		}
 		*timeout = time.After(w.batchDelay)
 	}
 	select {

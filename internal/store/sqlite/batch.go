@@ -5,30 +5,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/kerneld/kerneld/internal/session"
 )
-
-// maxCachedSeqs bounds batchTx.lastSeq. Past it the cache is emptied and
-// refills from sessions.last_seq as sessions append again; a bound this
-// coarse is enough, since a reload costs one primary-key lookup.
-const maxCachedSeqs = 100_000
-
-// maxRowsPerInsert is the most events one INSERT statement carries. Each
-// statement costs a fixed overhead in database/sql and the driver, so a
-// batch goes in as few multi-row INSERTs as it can.
-const maxRowsPerInsert = 64
-
-// eventColumns is how many values an event row binds.
-const eventColumns = 7
 
 // stmtID names a statement the writer runs; stmtSQL holds their text.
 type stmtID int
 
 const (
 	stmtLoadSeq stmtID = iota
-	stmtSaveSeq
 	stmtSessionExists
 	stmtCreateSession
 	stmtUpdateSession
@@ -45,7 +30,6 @@ const (
 
 var stmtSQL = [numStmts]string{
 	stmtLoadSeq:       `SELECT last_seq FROM sessions WHERE id = ?`,
-	stmtSaveSeq:       `UPDATE sessions SET last_seq = ? WHERE id = ?`,
 	stmtSessionExists: `SELECT 1 FROM sessions WHERE id = ?`,
 	stmtCreateSession: createSessionSQL,
 	stmtUpdateSession: updateSessionSQL,
@@ -69,31 +53,18 @@ type batchTx struct {
 	ctx   context.Context // not a caller's: one caller giving up must not fail the rest
 	conn  *sql.Conn
 	stmts [numStmts]*sql.Stmt
-	// inserts[i] inserts 1<<i event rows; a batch is cut into powers of
-	// two, so any size needs few statements and few are prepared.
-	inserts                []*sql.Stmt
+	// insertEvents and saveSeqs write many rows a statement.
+	insertEvents, saveSeqs rowStmts
 	begin, commit, abandon *sql.Stmt
 
-	seqs map[string]seqState // sessions whose last seq this batch knows
-	rows []eventRow          // events numbered but not inserted yet
-	args []any
+	seqs  map[string]seqState // sessions whose last seq this batch knows
+	rows  []eventRow          // events numbered but not inserted yet
+	dirty []seqRow            // last seqs to save, gathered by saveLastSeqs
+	args  []any
 
 	// lastSeq holds sessions.last_seq of recently written sessions across
 	// batches. Only the writer writes, so it stays true to the database.
 	lastSeq map[string]int64
-}
-
-// seqState is a session's last seq as the batch knows it; dirty until it
-// is saved to sessions.last_seq.
-type seqState struct {
-	last  int64
-	dirty bool
-}
-
-// eventRow is one event to insert with the seq the batch gave it.
-type eventRow struct {
-	ev  *session.Event
-	seq int64
 }
 
 func (tx *batchTx) init() {
@@ -118,11 +89,8 @@ func (tx *batchTx) open(ctx context.Context, db *sql.DB) error {
 		}
 		return stmt
 	}
-	row := "(" + strings.Repeat("?, ", eventColumns-1) + "?)"
-	for n := 1; n <= maxRowsPerInsert; n *= 2 {
-		tx.inserts = append(tx.inserts, prepare(`INSERT INTO events
-			(session_id, seq, run_id, type, time, data, meta) VALUES `+strings.Repeat(row+", ", n-1)+row))
-	}
+	tx.insertEvents = prepareRows(prepare, insertEventsSQL, eventRowSQL, "")
+	tx.saveSeqs = prepareRows(prepare, saveSeqsSQL, "(?, ?)", saveSeqsWhere)
 	for id, query := range stmtSQL {
 		tx.stmts[id] = prepare(query)
 	}
@@ -148,7 +116,8 @@ func (tx *batchTx) close() {
 
 // all returns every statement open prepares.
 func (tx *batchTx) all() []*sql.Stmt {
-	all := append(tx.stmts[:], tx.inserts...)
+	all := append(tx.stmts[:], tx.insertEvents...)
+	all = append(all, tx.saveSeqs...)
 	return append(all, tx.begin, tx.commit, tx.abandon)
 }
 
@@ -191,6 +160,8 @@ func (tx *batchTx) end(committed bool) {
 	clear(tx.seqs)
 	clear(tx.rows) // keep no events alive
 	tx.rows = tx.rows[:0]
+	clear(tx.dirty)
+	tx.dirty = tx.dirty[:0]
 }
 
 // apply runs r's statements, or for an append numbers its events; their
@@ -233,118 +204,6 @@ func (tx *batchTx) requireSession(id string) (own, err error) {
 		return nil, fmt.Errorf("look up session %s: %w", id, err)
 	}
 	return nil, nil
-}
-
-// number gives r the seqs that follow its session's last one, and queues
-// its rows. A missing session is r's own error, not the batch's.
-func (tx *batchTx) number(r *writeReq) error {
-	id := r.evs[0].SessionID
-	last, ok, err := tx.lastSeqOf(id)
-	if err != nil {
-		return fmt.Errorf("append events: load last seq of session %s: %w", id, err)
-	}
-	if !ok {
-		r.err = session.SessionNotFound(id)
-		return nil
-	}
-	r.first = last + 1
-	tx.seqs[id] = seqState{last: last + int64(len(r.evs)), dirty: true}
-	for i := range r.evs {
-		tx.rows = append(tx.rows, eventRow{ev: &r.evs[i], seq: r.first + int64(i)})
-	}
-	return nil
-}
-
-// lastSeqOf returns a session's last seq from this batch, the cache or
-// the database, in that order; ok is false if the session is missing.
-func (tx *batchTx) lastSeqOf(id string) (last int64, ok bool, err error) {
-	if st, ok := tx.seqs[id]; ok {
-		return st.last, true, nil
-	}
-	if last, ok := tx.lastSeq[id]; ok {
-		return last, true, nil
-	}
-	err = tx.queryRow(stmtLoadSeq, id).Scan(&last)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
-	}
-	return last, err == nil, err
-}
-
-// created records that the batch created session id, whose last seq is
-// therefore 0: its first append needs no lookup.
-func (tx *batchTx) created(id string) { tx.seqs[id] = seqState{} }
-
-// deleted forgets session id, which the batch deleted: a session created
-// again under this id must start from seq 1.
-func (tx *batchTx) deleted(id string) {
-	delete(tx.seqs, id)
-	delete(tx.lastSeq, id) // a cache entry may go early, never stay late
-}
-
-// flushEvents inserts the events numbered so far and saves their
-// sessions' last seqs. The batch calls it before committing and before a
-// statement that must see them: deleting a session whose rows are queued.
-func (tx *batchTx) flushEvents() error {
-	rows := tx.rows
-	defer func() { clear(rows); tx.rows = tx.rows[:0] }() // keep no events alive
-	for len(rows) > 0 {
-		i := min(len(tx.inserts), bitLen(len(rows))) - 1 // the largest 1<<i <= len(rows)
-		n := 1 << i
-		if err := tx.insertRows(tx.inserts[i], rows[:n]); err != nil {
-			return err
-		}
-		rows = rows[n:]
-	}
-	return tx.saveLastSeqs()
-}
-
-// insertRows runs stmt, which inserts len(rows) rows, on rows.
-func (tx *batchTx) insertRows(stmt *sql.Stmt, rows []eventRow) error {
-	args := tx.args[:0]
-	for _, r := range rows {
-		ev := r.ev
-		args = append(args, ev.SessionID, r.seq, ev.RunID, string(ev.Type), micros(ev.Time),
-			[]byte(ev.Data), []byte(ev.Meta))
-	}
-	defer func() { clear(args); tx.args = args[:0] }()
-	if _, err := stmt.ExecContext(tx.ctx, args...); err != nil {
-		return fmt.Errorf("append events: insert: %w", err)
-	}
-	return nil
-}
-
-// bitLen returns the number of bits n needs: 1<<(bitLen(n)-1) <= n.
-func bitLen(n int) int {
-	b := 0
-	for ; n > 0; n >>= 1 {
-		b++
-	}
-	return b
-}
-
-// saveLastSeqs writes the batch's new last seqs to their sessions.
-func (tx *batchTx) saveLastSeqs() error {
-	for id, st := range tx.seqs {
-		if !st.dirty {
-			continue
-		}
-		if _, err := tx.exec(stmtSaveSeq, st.last, id); err != nil {
-			return fmt.Errorf("append events: update last seq of session %s: %w", id, err)
-		}
-		tx.seqs[id] = seqState{last: st.last}
-	}
-	return nil
-}
-
-// cacheSeqs records the committed batch's last seqs.
-func (tx *batchTx) cacheSeqs() {
-	if len(tx.lastSeq)+len(tx.seqs) > maxCachedSeqs {
-		clear(tx.lastSeq)
-	}
-	for id, st := range tx.seqs {
-		tx.lastSeq[id] = st.last
-	}
 }
 
 // count adds a committed batch to the store's Stats.

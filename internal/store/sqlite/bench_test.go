@@ -1,10 +1,13 @@
 package sqlite_test
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/session"
@@ -50,6 +53,7 @@ func benchAppendSessions(b *testing.B, sessions, perCall int) {
 	left.Store(int64(b.N))
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := sqlite.CPUTime()
 	var wg sync.WaitGroup
 	for _, id := range ids {
 		wg.Go(func() {
@@ -68,6 +72,7 @@ func benchAppendSessions(b *testing.B, sessions, perCall int) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	sqlite.ReportCPU(b, cpu)
 	stats := st.Stats()
 	b.ReportMetric(float64(stats.Events)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64(stats.Events)/float64(stats.Commits), "events/commit")
@@ -78,10 +83,91 @@ func benchAppendSessions(b *testing.B, sessions, perCall int) {
 func BenchmarkCreateSession(b *testing.B) {
 	st := mustOpen(b, sqlite.Options{Path: tempPath(b)})
 	b.ReportAllocs()
+	cpu := sqlite.CPUTime()
 	for b.Loop() {
 		mustCreateSession(b, st)
 	}
+	sqlite.ReportCPU(b, cpu)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
+}
+
+// BenchmarkCreateSessionConcurrent creates sessions from 50 goroutines at
+// once, as a burst of POST /sessions does, and reports the rate and the
+// latency of one CreateSession call (p50, p99). With appenders=50, as many
+// other sessions stream single events meanwhile, as runs in flight do.
+func BenchmarkCreateSessionConcurrent(b *testing.B) {
+	for _, appenders := range []int{0, 50} {
+		b.Run(fmt.Sprintf("appenders=%d", appenders), func(b *testing.B) {
+			benchCreateConcurrent(b, 50, appenders)
+		})
+	}
+}
+
+func benchCreateConcurrent(b *testing.B, callers, appenders int) {
+	st := mustOpen(b, sqlite.Options{Path: tempPath(b)})
+	stop := streamEvents(b, st, appenders)
+	sessions := make([]session.Session, b.N)
+	for i := range sessions {
+		id, now := newID(), time.Now().UTC()
+		sessions[i] = session.Session{ID: id, Tenant: "acme", Agent: "helper",
+			State: session.StateActive, RootID: id, CreatedAt: now, UpdatedAt: now}
+	}
+	latencies := make([]time.Duration, b.N)
+	var next atomic.Int64
+	ctx := b.Context()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := sqlite.CPUTime()
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
+				start := time.Now()
+				if err := st.CreateSession(ctx, sessions[i]); err != nil {
+					b.Error(err)
+					return
+				}
+				latencies[i] = time.Since(start)
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	sqlite.ReportCPU(b, cpu)
+	stop()
+	slices.Sort(latencies)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
+	b.ReportMetric(quantile(latencies, 0.50).Seconds()*1e3, "p50-ms")
+	b.ReportMetric(quantile(latencies, 0.99).Seconds()*1e3, "p99-ms")
+	if stats := st.Stats(); stats.Batches > 0 {
+		b.ReportMetric(float64(stats.Writes)/float64(stats.Batches), "writes/commit")
+	}
+}
+
+// quantile returns the q quantile of sorted.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}
+
+// streamEvents starts n goroutines, each appending single token events to
+// a session of its own until the returned stop is called.
+func streamEvents(b *testing.B, st *sqlite.Store, n int) (stop func()) {
+	ctx, cancel := context.WithCancel(b.Context())
+	var wg sync.WaitGroup
+	for range n {
+		id := mustCreateSession(b, st).ID
+		wg.Go(func() {
+			batch := make([]session.Event, 1)
+			for i := 0; ctx.Err() == nil; i++ {
+				batch[0] = tokenEvent(id, i)
+				if err := st.AppendEvents(ctx, batch); err != nil && ctx.Err() == nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	return func() { cancel(); wg.Wait() }
 }
 
 // BenchmarkReplay10k reads a 10,000-event backlog, as a subscriber

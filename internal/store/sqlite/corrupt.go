@@ -78,7 +78,9 @@ func (s *Store) modified() bool {
 	if s.migrated > 0 {
 		return true
 	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	var n int64
-	err := s.wdb.QueryRowContext(context.Background(), `SELECT total_changes()`).Scan(&n)
+	err := s.tx.conn.QueryRowContext(context.Background(), `SELECT total_changes()`).Scan(&n)
 	return err != nil || n > 0
 }

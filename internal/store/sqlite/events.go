@@ -16,9 +16,9 @@ import (
 // names more than one session is ErrInvalid, an unknown session
 // ErrNotFound, and after Close it is ErrUnavailable.
 //
-// Calls from many goroutines are committed together (see appender), so
-// the call returns after the transaction holding it commits, within about
-// Options.BatchDelay plus one commit.
+// Calls from many goroutines are committed together, with the store's
+// other writes (see writer), so the call returns after the transaction
+// holding it commits, within about Options.BatchDelay plus one commit.
 //
 // Cancellation: if ctx ends before the writer has taken the call into a
 // transaction, AppendEvents returns ctx.Err() and appends nothing. Once
@@ -35,31 +35,11 @@ func (s *Store) AppendEvents(ctx context.Context, evs []session.Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	r := &appendReq{evs: evs, done: make(chan struct{})}
+	r := &writeReq{evs: evs, done: make(chan struct{})}
 	if err := s.enqueue(ctx, r); err != nil {
 		return err
 	}
 	return r.await(ctx)
-}
-
-// await waits for the writer's outcome for r, or for ctx to end while r
-// is still queued, and on success writes the seqs into r's events.
-func (r *appendReq) await(ctx context.Context) error {
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
-			return ctx.Err()
-		}
-		<-r.done // taken: the outcome is at most one commit away
-	}
-	if r.err != nil {
-		return r.err
-	}
-	for i := range r.evs {
-		r.evs[i].Seq = r.first + int64(i)
-	}
-	return nil
 }
 
 // oneSession rejects a batch that mixes sessions.

@@ -26,59 +26,62 @@ func (s *Store) GetMemory(ctx context.Context, sessionID, key string) (session.M
 	return e, nil
 }
 
+// countMemorySQL counts a session's entries and whether one has a key.
+const countMemorySQL = `SELECT count(*), coalesce(sum(key = ?), 0) FROM memory WHERE session_id = ?`
+
+const putMemorySQL = `INSERT INTO memory (session_id, key, value, updated_at) VALUES (?, ?, ?, ?)
+	ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`
+
 // PutMemory creates or replaces an entry. Creating one when the session
 // already holds maxEntries is ErrExhausted; replacing one never is.
 // maxEntries <= 0 means no limit.
 func (s *Store) PutMemory(ctx context.Context, e session.MemoryEntry, maxEntries int) error {
-	tx, err := s.wdb.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("put memory %q: %w", e.Key, err)
-	}
-	defer rollback(tx)
-	if err := requireSession(ctx, tx, e.SessionID); err != nil {
-		return err
-	}
-	if maxEntries > 0 {
-		if err := checkRoom(ctx, tx, e, maxEntries); err != nil {
-			return err
+	return s.write(ctx, func(tx *batchTx) (own, err error) {
+		if own, err := tx.requireSession(e.SessionID); own != nil || err != nil {
+			return own, err
 		}
-	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO memory (session_id, key, value, updated_at)
-		VALUES (?, ?, ?, ?) ON CONFLICT (session_id, key) DO UPDATE
-		SET value = excluded.value, updated_at = excluded.updated_at`,
-		e.SessionID, e.Key, e.Value, micros(e.UpdatedAt))
-	if err != nil {
-		return fmt.Errorf("put memory %q: %w", e.Key, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("put memory %q: commit: %w", e.Key, err)
-	}
-	return nil
+		if maxEntries > 0 {
+			if own, err := tx.checkRoom(e, maxEntries); own != nil || err != nil {
+				return own, err
+			}
+		}
+		_, err = tx.exec(stmtPutMemory, e.SessionID, e.Key, e.Value, micros(e.UpdatedAt))
+		if err != nil {
+			return nil, fmt.Errorf("put memory %q: %w", e.Key, err)
+		}
+		return nil, nil
+	})
 }
 
 // checkRoom fails with ErrExhausted if storing e would add an entry to a
 // session that already holds maxEntries.
-func checkRoom(ctx context.Context, tx *sql.Tx, e session.MemoryEntry, maxEntries int) error {
+func (tx *batchTx) checkRoom(e session.MemoryEntry, maxEntries int) (own, err error) {
 	var count, exists int
-	err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(key = ?), 0) FROM memory
-		WHERE session_id = ?`, e.Key, e.SessionID).Scan(&count, &exists)
-	if err != nil {
-		return fmt.Errorf("put memory %q: count entries: %w", e.Key, err)
+	if err := tx.queryRow(stmtCountMemory, e.Key, e.SessionID).Scan(&count, &exists); err != nil {
+		return nil, fmt.Errorf("put memory %q: count entries: %w", e.Key, err)
 	}
 	if exists == 0 && count >= maxEntries {
 		return errdefs.New(errdefs.ErrExhausted, "memory_full",
-			"session %s already holds %d memory entries", e.SessionID, maxEntries)
+			"session %s already holds %d memory entries", e.SessionID, maxEntries), nil
 	}
-	return nil
+	return nil, nil
 }
 
 // DeleteMemory removes the entry key of a session's memory.
 func (s *Store) DeleteMemory(ctx context.Context, sessionID, key string) error {
-	res, err := s.wdb.ExecContext(ctx, `DELETE FROM memory WHERE session_id = ? AND key = ?`, sessionID, key)
-	if err != nil {
-		return fmt.Errorf("delete memory %q: %w", key, err)
-	}
-	return requireChanged(res, func() error { return missingKey(ctx, s.wdb, sessionID, key) })
+	return s.write(ctx, func(tx *batchTx) (own, err error) {
+		deleted, err := tx.exec(stmtDeleteMemory, sessionID, key)
+		if err != nil {
+			return nil, fmt.Errorf("delete memory %q: %w", key, err)
+		}
+		if deleted {
+			return nil, nil
+		}
+		if own, err := tx.requireSession(sessionID); own != nil || err != nil {
+			return own, err
+		}
+		return session.MemoryKeyNotFound(key), nil
+	})
 }
 
 // ListMemory returns a session's entries sorted by key in byte order,

@@ -14,6 +14,14 @@ import (
 const messageColumns = `session_id, position, id, run_id, role, content, tool_calls,
 	tool_call_id, is_error, created_at`
 
+// lastPositionSQL returns the position of a session's newest message, 0
+// for none, and no row for a missing session.
+const lastPositionSQL = `SELECT (SELECT coalesce(max(position), 0) FROM messages
+	WHERE session_id = sessions.id) FROM sessions WHERE id = ?`
+
+const insertMessageSQL = `INSERT INTO messages (` + messageColumns + `)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
 // AppendMessages adds msgs to the end of their sessions' histories and
 // writes each one's Position into msgs. Messages may belong to several
 // sessions; either all are appended or, if any session is missing, none.
@@ -21,7 +29,18 @@ func (s *Store) AppendMessages(ctx context.Context, msgs ...session.Message) err
 	if len(msgs) == 0 {
 		return nil
 	}
-	positions, err := s.appendMessages(ctx, msgs)
+	calls := make([]any, len(msgs))
+	for i := range msgs {
+		var err error
+		if calls[i], err = encodeToolCalls(msgs[i].ToolCalls); err != nil {
+			return fmt.Errorf("append message %s: %w", msgs[i].ID, err)
+		}
+	}
+	// msgs is untouched until the messages are committed.
+	positions := make([]int64, len(msgs))
+	err := s.write(ctx, func(tx *batchTx) (own, err error) {
+		return tx.appendMessages(msgs, calls, positions)
+	})
 	if err != nil {
 		return err
 	}
@@ -31,63 +50,37 @@ func (s *Store) AppendMessages(ctx context.Context, msgs ...session.Message) err
 	return nil
 }
 
-// appendMessages inserts msgs in one transaction and returns the
-// positions it gave them; msgs is untouched until that commits.
-func (s *Store) appendMessages(ctx context.Context, msgs []session.Message) ([]int64, error) {
-	tx, err := s.wdb.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("append messages: %w", err)
-	}
-	defer rollback(tx)
+// appendMessages inserts msgs, with their encoded tool calls, after their
+// sessions' last messages, and puts the positions it gave them in
+// positions. Every session is looked up before anything is inserted, so a
+// missing one leaves nothing behind.
+func (tx *batchTx) appendMessages(msgs []session.Message, calls []any, positions []int64) (own, err error) {
 	last := make(map[string]int64, 1) // the last position per session
-	positions := make([]int64, len(msgs))
 	for i := range msgs {
 		id := msgs[i].SessionID
-		if _, ok := last[id]; !ok {
-			if last[id], err = lastPosition(ctx, tx, id); err != nil {
-				return nil, err
-			}
+		if _, ok := last[id]; ok {
+			continue
 		}
-		last[id]++
-		positions[i] = last[id]
-		if err := insertMessage(ctx, tx, &msgs[i], positions[i]); err != nil {
-			return nil, err
+		err := tx.queryRow(stmtLastPosition, id).Scan(&positions[i])
+		if errors.Is(err, sql.ErrNoRows) {
+			return session.SessionNotFound(id), nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("append messages: last position of session %s: %w", id, err)
+		}
+		last[id] = positions[i]
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		last[m.SessionID]++
+		positions[i] = last[m.SessionID]
+		_, err := tx.exec(stmtInsertMessage, m.SessionID, positions[i], m.ID, m.RunID, string(m.Role),
+			m.Content, calls[i], m.ToolCallID, m.IsError, micros(m.CreatedAt))
+		if err != nil {
+			return nil, fmt.Errorf("append message %s: %w", m.ID, err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("append messages: commit: %w", err)
-	}
-	return positions, nil
-}
-
-// lastPosition returns the position of a session's newest message, 0 for
-// none, or ErrNotFound for a missing session.
-func lastPosition(ctx context.Context, tx *sql.Tx, sessionID string) (int64, error) {
-	var last int64
-	err := tx.QueryRowContext(ctx, `SELECT (SELECT coalesce(max(position), 0) FROM messages
-		WHERE session_id = sessions.id) FROM sessions WHERE id = ?`, sessionID).Scan(&last)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, session.SessionNotFound(sessionID)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("append messages: last position of session %s: %w", sessionID, err)
-	}
-	return last, nil
-}
-
-func insertMessage(ctx context.Context, tx *sql.Tx, m *session.Message, position int64) error {
-	calls, err := encodeToolCalls(m.ToolCalls)
-	if err != nil {
-		return fmt.Errorf("append message %s: %w", m.ID, err)
-	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO messages (`+messageColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.SessionID, position, m.ID, m.RunID, string(m.Role), m.Content, calls, m.ToolCallID,
-		m.IsError, micros(m.CreatedAt))
-	if err != nil {
-		return fmt.Errorf("append message %s: %w", m.ID, err)
-	}
-	return nil
+	return nil, nil
 }
 
 // ListMessages returns a session's messages with Position > after, oldest

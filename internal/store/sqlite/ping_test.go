@@ -19,9 +19,12 @@ import (
 func setMaxPageCount(t *testing.T, s *Store, pages int64) int64 {
 	t.Helper()
 	var got int64
+	// The writer's connection, while the writer is between batches.
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	// PRAGMA takes no bound parameters; pages is an int64. Not t.Context():
 	// a cleanup calls this after that is cancelled.
-	err := s.wdb.QueryRowContext(context.Background(), `PRAGMA max_page_count = `+strconv.FormatInt(pages, 10)).Scan(&got)
+	err := s.tx.conn.QueryRowContext(context.Background(), `PRAGMA max_page_count = `+strconv.FormatInt(pages, 10)).Scan(&got)
 	require.NoError(t, err)
 	return got
 }
@@ -59,7 +62,7 @@ func TestStore_PingReportsFailingWriter(t *testing.T) {
 
 	err = s.Ping(ctx)
 	require.Error(t, err, "Ping while the writer fails")
-	assert.Contains(t, err.Error(), "the last event append failed")
+	assert.Contains(t, err.Error(), "the last write failed")
 	assert.Contains(t, err.Error(), "database or disk is full")
 	evs, rerr := s.ReadEvents(ctx, id, 0, 0)
 	require.NoError(t, rerr, "reads still work, which is why Ping must look at the writer")

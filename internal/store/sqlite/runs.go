@@ -16,26 +16,34 @@ import (
 const runColumns = `session_id, id, state, input, idempotency_key, created_at, started_at,
 	ended_at, error_code, error_message, input_tokens, output_tokens, start_seq, end_seq`
 
+// createRunSQL inserts a run only if its session exists and its id is
+// free there; only when it inserts nothing is it worth asking which check
+// failed.
+const createRunSQL = `INSERT INTO runs (` + runColumns + `)
+	SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+	WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?) ON CONFLICT DO NOTHING`
+
+// updateRunSQL replaces every column of a run but its keys.
+const updateRunSQL = `UPDATE runs SET state = ?, input = ?, idempotency_key = ?, created_at = ?,
+	started_at = ?, ended_at = ?, error_code = ?, error_message = ?, input_tokens = ?,
+	output_tokens = ?, start_seq = ?, end_seq = ? WHERE session_id = ? AND id = ?`
+
 // CreateRun stores a new run of an existing session. A run id already
 // used in that session is ErrConflict.
 func (s *Store) CreateRun(ctx context.Context, r session.Run) error {
 	code, msg := runErrorArgs(r.Error)
-	// One statement inserts only if the session exists and the id is free;
-	// only when it inserts nothing is it worth asking which check failed.
-	res, err := s.wdb.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
-		WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?) ON CONFLICT DO NOTHING`,
-		r.SessionID, r.ID, string(r.State), r.Input, r.IdempotencyKey, micros(r.CreatedAt),
-		nullMicros(r.StartedAt), nullMicros(r.EndedAt), code, msg, r.Usage.InputTokens,
-		r.Usage.OutputTokens, r.StartSeq, r.EndSeq, r.SessionID)
-	if err != nil {
-		return fmt.Errorf("create run %s: %w", r.ID, err)
-	}
-	return requireChanged(res, func() error {
-		if err := requireSession(ctx, s.wdb, r.SessionID); err != nil {
-			return err
+	return s.write(ctx, func(tx *batchTx) (own, err error) {
+		created, err := tx.exec(stmtCreateRun, r.SessionID, r.ID, string(r.State), r.Input,
+			r.IdempotencyKey, micros(r.CreatedAt), nullMicros(r.StartedAt), nullMicros(r.EndedAt),
+			code, msg, r.Usage.InputTokens, r.Usage.OutputTokens, r.StartSeq, r.EndSeq, r.SessionID)
+		if err != nil {
+			return nil, fmt.Errorf("create run %s: %w", r.ID, err)
 		}
-		return errdefs.New(errdefs.ErrConflict, "run_exists", "run %s already exists", r.ID)
+		if created {
+			return nil, nil
+		}
+		return tx.missingRun(r.SessionID,
+			errdefs.New(errdefs.ErrConflict, "run_exists", "run %s already exists", r.ID))
 	})
 }
 
@@ -56,18 +64,17 @@ func (s *Store) GetRun(ctx context.Context, sessionID, runID string) (session.Ru
 // UpdateRun replaces the stored run with r.
 func (s *Store) UpdateRun(ctx context.Context, r session.Run) error {
 	code, msg := runErrorArgs(r.Error)
-	res, err := s.wdb.ExecContext(ctx, `UPDATE runs SET state = ?, input = ?,
-		idempotency_key = ?, created_at = ?, started_at = ?, ended_at = ?, error_code = ?,
-		error_message = ?, input_tokens = ?, output_tokens = ?, start_seq = ?, end_seq = ?
-		WHERE session_id = ? AND id = ?`,
-		string(r.State), r.Input, r.IdempotencyKey, micros(r.CreatedAt), nullMicros(r.StartedAt),
-		nullMicros(r.EndedAt), code, msg, r.Usage.InputTokens, r.Usage.OutputTokens, r.StartSeq,
-		r.EndSeq, r.SessionID, r.ID)
-	if err != nil {
-		return fmt.Errorf("update run %s: %w", r.ID, err)
-	}
-	return requireChanged(res, func() error {
-		return s.missingRun(ctx, r.SessionID, session.RunNotFound(r.ID))
+	return s.write(ctx, func(tx *batchTx) (own, err error) {
+		updated, err := tx.exec(stmtUpdateRun, string(r.State), r.Input, r.IdempotencyKey,
+			micros(r.CreatedAt), nullMicros(r.StartedAt), nullMicros(r.EndedAt), code, msg,
+			r.Usage.InputTokens, r.Usage.OutputTokens, r.StartSeq, r.EndSeq, r.SessionID, r.ID)
+		if err != nil {
+			return nil, fmt.Errorf("update run %s: %w", r.ID, err)
+		}
+		if updated {
+			return nil, nil
+		}
+		return tx.missingRun(r.SessionID, session.RunNotFound(r.ID))
 	})
 }
 
@@ -143,6 +150,16 @@ func (s *Store) missingRun(ctx context.Context, sessionID string, notFound error
 		return err
 	}
 	return notFound
+}
+
+// missingRun returns, for a write that found no run to change, the
+// session's not-found error if the session is missing (as the batch has
+// left it), else notFound; both as the call's own failure.
+func (tx *batchTx) missingRun(sessionID string, notFound error) (own, err error) {
+	if own, err := tx.requireSession(sessionID); own != nil || err != nil {
+		return own, err
+	}
+	return notFound, nil
 }
 
 // queryRuns runs a SELECT of runColumns on the read pool.

@@ -19,6 +19,12 @@ const sessionColumns = `id, tenant, agent, name, metadata, state, parent_id, roo
 const createSessionSQL = `INSERT INTO sessions (` + sessionColumns + `)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT (id) DO NOTHING`
 
+// updateSessionSQL replaces every column of a session but its id and
+// last_seq.
+const updateSessionSQL = `UPDATE sessions SET tenant = ?, agent = ?, name = ?, metadata = ?,
+	state = ?, parent_id = ?, root_id = ?, depth = ?, created_at = ?, updated_at = ?, ttl = ?,
+	expires_at = ?, active_run_id = ?, inherit_memory = ? WHERE id = ?`
+
 // CreateSession stores a new session; an existing id is ErrConflict. The
 // new session's LastSeq is 0 whatever sess says: only AppendEvents moves
 // it, and the log holds exactly LastSeq events.
@@ -27,14 +33,19 @@ func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
 	if err != nil {
 		return fmt.Errorf("create session %s: %w", sess.ID, err)
 	}
-	res, err := s.createSession.ExecContext(ctx, sess.ID, sess.Tenant, sess.Agent, sess.Name, meta,
-		string(sess.State), sess.ParentID, sess.RootID, sess.Depth, micros(sess.CreatedAt),
-		micros(sess.UpdatedAt), int64(sess.TTL), nullMicros(sess.ExpiresAt), sess.ActiveRunID, sess.InheritMemory)
-	if err != nil {
-		return fmt.Errorf("create session %s: %w", sess.ID, err)
-	}
-	return requireChanged(res, func() error {
-		return errdefs.New(errdefs.ErrConflict, "session_exists", "session %s already exists", sess.ID)
+	return s.write(ctx, func(tx *batchTx) (own, err error) {
+		created, err := tx.exec(stmtCreateSession, sess.ID, sess.Tenant, sess.Agent, sess.Name, meta,
+			string(sess.State), sess.ParentID, sess.RootID, sess.Depth, micros(sess.CreatedAt),
+			micros(sess.UpdatedAt), int64(sess.TTL), nullMicros(sess.ExpiresAt), sess.ActiveRunID,
+			sess.InheritMemory)
+		if err != nil {
+			return nil, fmt.Errorf("create session %s: %w", sess.ID, err)
+		}
+		if !created {
+			return errdefs.New(errdefs.ErrConflict, "session_exists", "session %s already exists", sess.ID), nil
+		}
+		tx.created(sess.ID)
+		return nil, nil
 	})
 }
 
@@ -58,33 +69,40 @@ func (s *Store) UpdateSession(ctx context.Context, sess session.Session) error {
 	if err != nil {
 		return fmt.Errorf("update session %s: %w", sess.ID, err)
 	}
-	res, err := s.wdb.ExecContext(ctx, `UPDATE sessions SET tenant = ?, agent = ?, name = ?,
-		metadata = ?, state = ?, parent_id = ?, root_id = ?, depth = ?, created_at = ?,
-		updated_at = ?, ttl = ?, expires_at = ?, active_run_id = ?, inherit_memory = ? WHERE id = ?`,
-		sess.Tenant, sess.Agent, sess.Name, meta, string(sess.State), sess.ParentID, sess.RootID,
-		sess.Depth, micros(sess.CreatedAt), micros(sess.UpdatedAt), int64(sess.TTL),
-		nullMicros(sess.ExpiresAt), sess.ActiveRunID, sess.InheritMemory, sess.ID)
-	if err != nil {
-		return fmt.Errorf("update session %s: %w", sess.ID, err)
-	}
-	return requireChanged(res, func() error { return session.SessionNotFound(sess.ID) })
+	return s.write(ctx, func(tx *batchTx) (own, err error) {
+		updated, err := tx.exec(stmtUpdateSession, sess.Tenant, sess.Agent, sess.Name, meta,
+			string(sess.State), sess.ParentID, sess.RootID, sess.Depth, micros(sess.CreatedAt),
+			micros(sess.UpdatedAt), int64(sess.TTL), nullMicros(sess.ExpiresAt), sess.ActiveRunID,
+			sess.InheritMemory, sess.ID)
+		if err != nil {
+			return nil, fmt.Errorf("update session %s: %w", sess.ID, err)
+		}
+		if !updated {
+			return session.SessionNotFound(sess.ID), nil
+		}
+		return nil, nil
+	})
 }
 
 // DeleteSession removes the session with everything it owns; the foreign
 // keys cascade. Children are sessions of their own and stay.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	res, err := s.wdb.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete session %s: %w", id, err)
-	}
-	if err := requireChanged(res, func() error { return session.SessionNotFound(id) }); err != nil {
-		return err
-	}
-	// A session created again under this id must start from seq 1.
-	delete(s.lastSeq, id)
-	return nil
+	return s.write(ctx, func(tx *batchTx) (own, err error) {
+		// Events of the session queued earlier in the batch go first, so
+		// the cascade takes them too.
+		if err := tx.flushEvents(); err != nil {
+			return nil, err
+		}
+		deleted, err := tx.exec(stmtDeleteSession, id)
+		if err != nil {
+			return nil, fmt.Errorf("delete session %s: %w", id, err)
+		}
+		if !deleted {
+			return session.SessionNotFound(id), nil
+		}
+		tx.deleted(id)
+		return nil, nil
+	})
 }
 
 // ListSessions returns the sessions matching q, newest (largest id) first.
@@ -177,16 +195,4 @@ func scanSession(row scanner) (session.Session, error) {
 	sess.CreatedAt, sess.UpdatedAt = fromMicros(created), fromMicros(updated)
 	sess.ExpiresAt = fromNullMicros(expires)
 	return sess, nil
-}
-
-// requireChanged returns missing() when an UPDATE or DELETE matched no row.
-func requireChanged(res sql.Result, missing func() error) error {
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("count changed rows: %w", err)
-	}
-	if n == 0 {
-		return missing()
-	}
-	return nil
 }

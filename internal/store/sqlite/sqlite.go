@@ -5,14 +5,14 @@
 //
 // It owns the database file, the kerneld.lock file beside it that keeps a
 // second kerneld out, and two goroutines: the writer that group-commits
-// event appends and the checkpointer that copies the WAL back into the
-// database file. It satisfies kernel.Store without importing the kernel,
+// every write (see writer) and the checkpointer that copies the WAL back
+// into the database file. It satisfies kernel.Store without importing the kernel,
 // holds no kernel logic (it stores what it is given, with the memory
 // store's semantics and error codes), and does not log on the request
 // path: errors go back to the caller.
 //
-// Connections: one writer *sql.DB with a single connection, through which
-// every write goes; a read-only pool beside it (WAL lets readers run while
+// Connections: one writer *sql.DB with a single connection, which only the
+// writer goroutine writes through; a read-only pool beside it (WAL lets readers run while
 // the writer commits, and each read sees only committed data); and one
 // connection that only runs checkpoints.
 package sqlite
@@ -46,12 +46,12 @@ type Options struct {
 	// created if missing and also holds the lock file.
 	Path   string
 	Logger *slog.Logger // nil discards
-	// BatchDelay is the longest the event writer waits for more appends
-	// after the first before it commits; 0 means DefaultBatchDelay.
+	// BatchDelay is the longest the writer waits for more writes after
+	// the first before it commits; 0 means DefaultBatchDelay.
 	BatchDelay time.Duration
-	// MaxBatch caps the events one transaction appends; 0 means
-	// DefaultMaxBatch. A single larger AppendEvents call still commits
-	// whole, alone in its transaction.
+	// MaxBatch caps the events one transaction appends, each other write
+	// counting as one event; 0 means DefaultMaxBatch. A single larger
+	// AppendEvents call still commits whole, alone in its transaction.
 	MaxBatch int
 }
 
@@ -61,19 +61,10 @@ type Store struct {
 	path string
 	log  *slog.Logger
 	lock *os.File
-	wdb  *sql.DB // one connection: SQLite has one writer at a time anyway
+	wdb  *sql.DB // one connection, the writer's: SQLite has one writer at a time anyway
 	rdb  *sql.DB // read-only connections
 
-	// writeMu makes a write that moves or drops last_seq atomic with the
-	// matching change to lastSeq: a batch's transaction and its cache
-	// update, a session's deletion and its eviction. wdb has a single
-	// connection, so holding writeMu across those transactions serialises
-	// nothing that was not serialised already.
-	writeMu sync.Mutex
-	lastSeq map[string]int64 // sessions.last_seq of recently appended sessions
-
-	writeStmts
-	appender
+	writer
 	ckpt      checkpointer
 	migrated  int         // schema migrations Open applied
 	corrupt   atomic.Bool // Diagnose found the file damaged: Close must not write
@@ -82,7 +73,7 @@ type Store struct {
 }
 
 // Open opens or creates the database at opts.Path, migrates it to this
-// build's schema, and starts the event writer. It refuses a file that is
+// build's schema, and starts the writer. It refuses a file that is
 // not a SQLite database, a SQLite database that is not kerneld's, one with
 // a newer schema than this build knows, and a data directory another
 // kerneld holds; in each case without writing to the file. Every error
@@ -109,7 +100,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.lock = lock
-	s.startAppender()
+	s.startWriter()
 	s.ckpt.start()
 	s.log.Info("store opened", "path", path)
 	return s, nil
@@ -124,22 +115,25 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{path: path, log: log, lastSeq: make(map[string]int64)}
+	s := &Store{path: path, log: log}
 	s.init(opts)
 	var err error
 	if s.wdb, err = openWriter(ctx, path); err != nil {
 		return nil, s.openError(err)
 	}
 	if s.migrated, err = migrate(ctx, s.wdb, path, log); err == nil {
-		if err = s.prepare(ctx, s.wdb); err != nil {
+		if err = s.tx.open(ctx, s.wdb); err != nil {
 			err = fmt.Errorf("open database %s: %w", path, err)
 		}
 	}
 	if err == nil {
-		s.rdb, err = openReaders(ctx, path)
+		if s.rdb, err = openReaders(ctx, path); err != nil {
+			s.tx.close()
+		}
 	}
 	if err == nil {
 		if err = s.ckpt.open(ctx, path); err != nil {
+			s.tx.close()
 			_ = s.rdb.Close() // err says what went wrong
 		}
 	}
@@ -225,17 +219,17 @@ func openReaders(ctx context.Context, path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// Close commits the appends already queued, stops the event writer and
-// the checkpointer, closes the database and releases the data directory.
-// AppendEvents calls made after Close has begun fail with ErrUnavailable;
-// other methods fail too. Calling Close again returns the first result.
+// Close commits the writes already queued, stops the writer and the
+// checkpointer, closes the database and releases the data directory.
+// Writes made after Close has begun fail with ErrUnavailable; reads fail
+// too. Calling Close again returns the first result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { s.closeErr = s.close() })
 	return s.closeErr
 }
 
 func (s *Store) close() error {
-	s.stopAppender()
+	s.stopWriter()
 	errs := []error{s.ckpt.stop()}
 	if !s.corrupt.Load() {
 		// Recommended before closing a long-lived connection: refreshes
@@ -256,14 +250,14 @@ func (s *Store) close() error {
 	return nil
 }
 
-// Ping reports whether the store can serve: it fails while the event
-// writer's last transaction failed (until one commits again), and when a
-// trivial query on the read pool does. Both matter: with a full disk or a
-// file system remounted read-only, reads go on succeeding while every
-// append fails.
+// Ping reports whether the store can serve: it fails while the writer's
+// last transaction failed (until one commits again), and when a trivial
+// query on the read pool does. Both matter: with a full disk or a file
+// system remounted read-only, reads go on succeeding while every write
+// fails.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.lastFailure(); err != nil {
-		return fmt.Errorf("ping store: the last event append failed: %w", err)
+		return fmt.Errorf("ping store: the last write failed: %w", err)
 	}
 	var n int
 	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil {
@@ -272,20 +266,23 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Stats counts the event appends a store has made durable since it was
-// opened; metrics export them, and tests use them to see group commit work.
+// Stats counts the writes a store has made durable since it was opened;
+// tests and benchmarks use them to see group commit work.
 type Stats struct {
 	Appends int64 // AppendEvents calls that succeeded
 	Events  int64 // events they appended
 	Commits int64 // transactions that appended them
+	Writes  int64 // other write calls that succeeded
+	Batches int64 // transactions the writer committed, whatever they held
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
-	return Stats{Appends: s.appends.Load(), Events: s.events.Load(), Commits: s.commits.Load()}
+	return Stats{Appends: s.appends.Load(), Events: s.events.Load(), Commits: s.commits.Load(),
+		Writes: s.writes.Load(), Batches: s.batches.Load()}
 }
 
 // counters is the part of Stats the writer updates.
 type counters struct {
-	appends, events, commits atomic.Int64
+	appends, events, commits, writes, batches atomic.Int64
 }

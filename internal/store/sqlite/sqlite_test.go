@@ -275,6 +275,30 @@ func TestStore_AppendsAreGroupCommitted(t *testing.T) {
 	assert.Less(t, stats.Commits, stats.Appends/4, "commits should be far fewer than appends")
 }
 
+func TestStore_CreatesAreGroupCommitted(t *testing.T) {
+	const writers, perWriter = 64, 20
+	st := mustOpen(t, sqlite.Options{Path: tempPath(t)})
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for range perWriter {
+				id, now := newID(), time.Now().UTC()
+				err := st.CreateSession(t.Context(), session.Session{ID: id, State: session.StateActive,
+					RootID: id, CreatedAt: now, UpdatedAt: now})
+				if err != nil {
+					t.Errorf("create: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	stats := st.Stats()
+	t.Logf("%d creates in %d commits", stats.Writes, stats.Batches)
+	assert.EqualValues(t, writers*perWriter, stats.Writes)
+	assert.Less(t, stats.Batches, stats.Writes/4, "commits should be far fewer than creates")
+}
+
 func TestStore_MaxBatch(t *testing.T) {
 	const writers, perWriter, maxBatch = 32, 20, 8
 	st := mustOpen(t, sqlite.Options{Path: tempPath(t), MaxBatch: maxBatch})
@@ -308,7 +332,7 @@ func TestStore_AfterClose(t *testing.T) {
 	require.Error(t, st.Ping(ctx))
 	_, err = st.GetSession(ctx, s.ID)
 	require.Error(t, err)
-	require.Error(t, st.CreateSession(ctx, s))
+	require.ErrorIs(t, st.CreateSession(ctx, s), errdefs.ErrUnavailable)
 }
 
 // TestStore_DeleteWhileAppending recreates a session under appenders'

@@ -15,7 +15,7 @@ import (
 	"github.com/kerneld/kerneld/internal/session"
 )
 
-// These tests reach into the appender to make appends queue on purpose:
+// These tests reach into the writer to make writes queue on purpose:
 // holding writeMu stops the writer just before its next transaction.
 
 func mustOpenInternal(t *testing.T, path string) *Store {
@@ -54,7 +54,7 @@ func hold(t *testing.T, s *Store) (release func()) {
 	var once sync.Once
 	release = func() { once.Do(s.writeMu.Unlock) }
 	t.Cleanup(release)
-	r := &appendReq{evs: events(id, 1), done: make(chan struct{})}
+	r := &writeReq{evs: events(id, 1), done: make(chan struct{})}
 	require.NoError(t, s.enqueue(t.Context(), r))
 	require.Eventually(t, func() bool { return r.state.Load() == reqTaken }, 5*time.Second, time.Millisecond)
 	return release
@@ -97,7 +97,7 @@ func TestAppendEvents_TakenWaitsForOutcome(t *testing.T) {
 	s := mustOpenInternal(t, filepath.Join(t.TempDir(), "kerneld.db"))
 	id := createSession(t, s)
 	s.writeMu.Lock()
-	r := &appendReq{evs: events(id, 1), done: make(chan struct{})}
+	r := &writeReq{evs: events(id, 1), done: make(chan struct{})}
 	require.NoError(t, s.enqueue(t.Context(), r))
 	require.Eventually(t, func() bool { return r.state.Load() == reqTaken }, 5*time.Second, time.Millisecond)
 
@@ -129,7 +129,8 @@ func TestAppendEvents_MissingSessionFailsAlone(t *testing.T) {
 	err := <-missing
 	require.ErrorIs(t, err, errdefs.ErrNotFound)
 	assert.Equal(t, "session_not_found", errdefs.CodeOf(err))
-	assert.Equal(t, Stats{Appends: 2, Events: 4, Commits: 2}, s.Stats(), "the two shared a transaction")
+	assert.Equal(t, Stats{Appends: 2, Events: 4, Commits: 2, Writes: 2, Batches: 4}, s.Stats(),
+		"the two appends shared a transaction; the two creates had one each")
 }
 
 func TestClose_FlushesQueuedAppends(t *testing.T) {
@@ -176,10 +177,10 @@ func newCollector(maxBatch int, delay time.Duration) *Store {
 	return s
 }
 
-func queue(s *Store, sizes ...int) []*appendReq {
-	var rs []*appendReq
+func queue(s *Store, sizes ...int) []*writeReq {
+	var rs []*writeReq
 	for _, n := range sizes {
-		r := &appendReq{evs: make([]session.Event, n)}
+		r := &writeReq{evs: make([]session.Event, n)}
 		s.reqs <- r
 		rs = append(rs, r)
 	}
@@ -216,7 +217,7 @@ func TestCollect_Waiting(t *testing.T) {
 		rs := queue(s, 1)
 		go func() {
 			time.Sleep(10 * time.Millisecond)
-			s.reqs <- &appendReq{}
+			s.reqs <- &writeReq{}
 		}()
 		batch, _, _ := s.collect(nil, 2)
 		assert.Len(t, batch, 2)

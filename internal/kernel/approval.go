@@ -48,9 +48,12 @@ type decision struct {
 var errSuspended = errors.New("run suspended while waiting for approval")
 
 // Decide approves or denies a tool call that run runID is waiting on. The
-// run picks the decision up at once: an approved call runs, a denied one
-// returns "denied: <reason>" to the model. Deciding twice, or on a run
-// that is not waiting, is a conflict.
+// decision is recorded on the run, where its owner, on this replica or
+// another, picks it up at once: an approved call runs, a denied one
+// returns "denied: <reason>" to the model. A request can be decided the
+// moment it is in the log, even before the run has recorded that it waits,
+// and while a run suspended by a shutdown waits for a replica to resume it.
+// Deciding twice, or on a run that has ended, is a conflict.
 func (k *Kernel) Decide(ctx context.Context, sessionID, runID, toolCallID string, approve bool, reason string) (Approval, error) {
 	if _, err := k.GetRun(ctx, sessionID, runID); err != nil {
 		return Approval{}, err
@@ -59,37 +62,34 @@ func (k *Kernel) Decide(ctx context.Context, sessionID, runID, toolCallID string
 	if err != nil {
 		return Approval{}, err
 	}
-	k.mu.Lock()
-	ar := k.active[sessionID]
-	var ok bool
-	var decisions chan decision
-	if ar != nil && ar.runID == runID {
-		ok, decisions = ar.awaiting[toolCallID], ar.decisions
-		delete(ar.awaiting, toolCallID)
+	now := k.now()
+	run := session.Run{SessionID: sessionID, ID: runID}
+	err = k.updateRun(ctx, &run, func(r *session.Run) error {
+		if _, decided := r.Decided(toolCallID); decided || a.State != ApprovalPending {
+			return decidedError(toolCallID, a)
+		}
+		if r.State.Terminal() || r.State == session.RunQueued {
+			return errdefs.New(errdefs.ErrConflict, "run_not_waiting", "run %s is not waiting for a decision", runID)
+		}
+		r.Decisions = append(r.Decisions, session.Decision{ToolCallID: toolCallID, Approve: approve, Reason: reason, At: now})
+		return nil
+	})
+	if err != nil {
+		return Approval{}, err
 	}
-	k.mu.Unlock()
-	if !ok {
-		return Approval{}, k.notAwaiting(sessionID, runID, toolCallID, a)
+	if err := k.ensure(ctx, sessionID); err != nil {
+		return Approval{}, err
 	}
-	decisions <- decision{toolCallID: toolCallID, approve: approve, reason: reason} // buffered for every awaited call
-	a.State, a.Reason, a.DecidedAt = ApprovalDenied, reason, k.now()
+	a.State, a.Reason, a.DecidedAt = ApprovalDenied, reason, now
 	if approve {
 		a.State = ApprovalApproved
 	}
 	return a, nil
 }
 
-// notAwaiting says why a decision on a, a logged request, has nothing to
-// decide: the call was decided (or a decision is on its way to the run,
-// not yet logged), or its run is not waiting.
-func (k *Kernel) notAwaiting(sessionID, runID, toolCallID string, a Approval) error {
-	k.mu.Lock()
-	ar := k.active[sessionID]
-	inFlight := ar != nil && ar.runID == runID
-	k.mu.Unlock()
-	if a.State == ApprovalPending && !inFlight {
-		return errdefs.New(errdefs.ErrConflict, "run_not_waiting", "run %s is not waiting for a decision", runID)
-	}
+// decidedError says that a, a logged request for toolCallID, was decided
+// already (or a decision is on its way to the run, not yet logged).
+func decidedError(toolCallID string, a Approval) error {
 	state := a.State
 	if state == ApprovalPending {
 		state = "decided"

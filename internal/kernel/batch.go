@@ -58,11 +58,11 @@ func (b *toolBatch) start(c session.ToolCall) {
 	})
 }
 
-// requestApprovals lets Decide reach each gated call, logs a request for
+// requestApprovals makes each gated call decidable, logs a request for
 // each, durably, and moves the run and its session to waiting_input. The
-// calls are reachable before their requests are logged, so a client that
-// decides the moment it sees a request finds it awaited; Decide accepts a
-// decision only for a request that is in the log.
+// calls await decisions before their requests are logged, so a decision
+// made the moment a client sees a request reaches the run; Decide accepts
+// a decision only for a request that is in the log.
 func (b *toolBatch) requestApprovals(gated []session.ToolCall) error {
 	if len(gated) == 0 {
 		return nil
@@ -82,11 +82,11 @@ func (b *toolBatch) requestApprovals(gated []session.ToolCall) error {
 	return b.r.setWaiting(true)
 }
 
-// await makes gated reachable by Decide.
+// await makes gated reachable by decisions.
 func (b *toolBatch) await(gated []session.ToolCall) {
-	k, ar := b.r.k, b.r.ar
-	k.mu.Lock()
-	defer k.mu.Unlock()
+	h, ar := b.r.h, b.r.ar
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	ar.awaiting = make(map[string]bool, len(gated))
 	ar.decisions = make(chan decision, len(gated))
 	for _, c := range gated {
@@ -189,18 +189,19 @@ func (b *toolBatch) stop() error {
 	return cause
 }
 
-// decisionsChan returns the channel Decide sends this run's decisions on.
+// decisionsChan returns the channel the session's driver hands this run's
+// decisions on.
 func (r *runner) decisionsChan() chan decision {
-	r.k.mu.Lock()
-	defer r.k.mu.Unlock()
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
 	return r.ar.decisions
 }
 
-// forget makes the run's undecided calls unreachable by Decide.
+// forget makes the run's undecided calls unreachable by decisions.
 func (r *runner) forget() {
-	r.k.mu.Lock()
+	r.h.mu.Lock()
 	r.ar.awaiting = nil
-	r.k.mu.Unlock()
+	r.h.mu.Unlock()
 }
 
 // setWaiting moves the run and its session to waiting_input, or back to
@@ -217,13 +218,20 @@ func (r *runner) setWaiting(on bool) error {
 	if err := r.run.Transition(rs, now); err != nil {
 		return err
 	}
-	if err := r.k.store.UpdateRun(ctx, *r.run); err != nil {
-		return &emitError{err: fmt.Errorf("update run: %w", err)}
+	if err := r.k.saveRun(ctx, r.run); err != nil {
+		return &emitError{err: err}
 	}
-	return r.k.updateSession(ctx, r.run.SessionID, func(s *session.Session) error {
-		if s.State != session.StateClosed {
-			s.State, s.UpdatedAt = ss, now
+	err := r.k.updateSession(ctx, r.run.SessionID, func(s *session.Session) error {
+		if s.State == session.StateClosed {
+			return errUnchanged
 		}
+		s.State, s.UpdatedAt = ss, now
 		return nil
 	})
+	if err == nil && on {
+		// A decision may have been made before the driver knew the call
+		// awaited one: have it look.
+		r.h.poke()
+	}
+	return err
 }

@@ -270,8 +270,8 @@ type stopOnToolResult struct {
 	armed atomic.Bool // the next ListMemory waits for the stop
 }
 
-func (s *stopOnToolResult) AppendMessages(ctx context.Context, msgs ...session.Message) error {
-	err := s.Store.AppendMessages(ctx, msgs...)
+func (s *stopOnToolResult) AppendMessages(ctx context.Context, token int64, msgs ...session.Message) error {
+	err := s.Store.AppendMessages(ctx, token, msgs...)
 	if err == nil && msgs[0].Role == session.RoleTool {
 		s.once.Do(func() { s.stop(msgs[0], func() { s.armed.Store(true) }) })
 	}

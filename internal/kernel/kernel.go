@@ -5,6 +5,44 @@
 //
 // The kernel is the one service internal/httpapi calls. It never imports
 // net/http: transport concerns stay in httpapi, storage behind Store.
+//
+// # Who runs a session
+//
+// Several kernels (replicas) may share one store. A replica runs a
+// session's runs only while it holds the session's lease, and every
+// append it makes carries the lease's fencing token, so a replica that
+// lost its lease can never write to the session again. The owner type
+// (owner.go) is this replica's share: the sessions whose lease it holds,
+// each with one driver goroutine (drive.go) that starts the session's
+// runs, one at a time, in the order they were posted, and applies what
+// clients ask of them. A store used by one process grants leases from
+// memory; nothing else differs.
+//
+// The store is the truth. A request, on whichever replica it arrives,
+// writes what it wants into the store (a queued run, a cancel request, an
+// approval decision, a closed session) and signals the session's owner, or
+// takes the lease and becomes the owner when nobody holds it. An owner
+// re-reads the store when signalled and, when replicas share the store,
+// every CheckInterval too, so a lost signal delays a request but never
+// loses it. A replica that finds a session with runs but no live lease (its
+// owner died) takes it over: the runs left running end interrupted, as at
+// startup, and the queued ones start.
+//
+// # Locks
+//
+// In the order they are taken; a lock may be taken while holding those
+// above it, never those below:
+//
+//  1. Kernel.sessionLocks (striped by session id) serialise changes to one
+//     session's record, and taking its lease, within this process. They
+//     are the only locks held across store calls.
+//  2. owner.mu guards the map of held sessions.
+//  3. held.mu guards one held session's driver state: its active run and
+//     what the driver has seen of its queue.
+//  4. eventWriter.mu guards one run's pending events.
+//
+// No lock is held while calling a model, a tool or an observer, or while
+// blocking on a channel.
 package kernel
 
 import (
@@ -69,9 +107,13 @@ type Config struct {
 	// MCP tunes how the agents' MCP servers are started and restarted;
 	// the kernel owns the servers and stops them on Close.
 	MCP mcp.Options
+	// Replication configures a kernel that shares Store with other
+	// replicas; the zero value is one process alone.
+	Replication Replication
 }
 
-// Kernel owns all live runs and the goroutines that execute them.
+// Kernel owns the runs of the sessions this replica holds and the
+// goroutines that execute them.
 type Kernel struct {
 	agents    *agents.Registry
 	tools     *tools.Registry
@@ -81,61 +123,25 @@ type Kernel struct {
 	now       func() time.Time
 	limits    Limits
 	retention Retention
+	repl      Replication
 	mcp       *mcp.Manager // the agents' MCP servers, shared by every run
 
 	ctx    context.Context // parent of every run; cancelled by Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // one per run goroutine
+	wg     sync.WaitGroup // drivers, runs, the sweeper and the owner's loops
+	closed atomic.Bool    // Close was called; new runs are refused
 
-	mu     sync.Mutex
-	closed bool                  // Close was called; new runs are refused
-	active map[string]*activeRun // by session id: the run executing now
+	owner   *owner   // the sessions this replica holds
+	changes *changes // wakes whoever waits on a session's stored state
 
-	// sessionLocks serialise read-modify-write of one session's record
-	// (state, active run, name, metadata). Striped so memory stays bounded
+	// sessionLocks serialise read-modify-write of one session's record and
+	// taking its lease within this process. Striped so memory stays bounded
 	// however many sessions exist; unrelated sessions rarely share a stripe.
 	sessionLocks [256]sync.Mutex
 	lockSeed     maphash.Seed
 }
 
-// activeRun is a run whose goroutine is executing.
-type activeRun struct {
-	runID  string
-	ctx    context.Context // the run's own context, child of Kernel.ctx
-	cancel context.CancelCauseFunc
-	done   chan struct{} // closed when the run has ended and been recorded
-	// ending is set just before the run emits its terminal event: from then
-	// on a new run for the session waits for done instead of being refused,
-	// since a client may post the moment it sees RUN_FINISHED.
-	ending atomic.Bool
-
-	// Guarded by Kernel.mu:
-	events  *eventWriter    // nil until the run has logged RUN_STARTED
-	queue   []queuedRun     // runs waiting for this one to end, in order
-	steered []string        // inputs to add before the run's next model call
-	notices []session.Event // to log once the run has started
-	first   session.Run     // the queued run it was created for (resumeQueues)
-
-	awaiting  map[string]bool // tool calls waiting for a person's decision
-	decisions chan decision   // Decide → the run goroutine; buffered for every awaited call
-
-	resuming bool // a run waiting for approvals, resumed after a restart
-}
-
-// newActiveRun returns the active-run record of run runID, whose context
-// the kernel's Close cancels.
-func (k *Kernel) newActiveRun(runID string) *activeRun {
-	ctx, cancel := context.WithCancelCause(k.ctx)
-	return &activeRun{runID: runID, ctx: ctx, cancel: cancel, done: make(chan struct{})}
-}
-
-// finished releases ar's resources and wakes whoever waits for its end.
-func (ar *activeRun) finished() {
-	ar.cancel(nil)
-	close(ar.done)
-}
-
-// New returns a kernel. Call Close to stop it.
+// New returns a kernel. Call Recover once, then serve; Close stops it.
 func New(cfg Config) (*Kernel, error) {
 	if cfg.Agents == nil || cfg.Tools == nil || cfg.Store == nil {
 		return nil, errors.New("kernel: agents, tools and store are required")
@@ -148,8 +154,9 @@ func New(cfg Config) (*Kernel, error) {
 		log:       cfg.Logger,
 		limits:    withDefaults(cfg.Limits),
 		retention: cfg.Retention.withDefaults(),
-		active:    make(map[string]*activeRun),
+		repl:      cfg.Replication.withDefaults(),
 		lockSeed:  maphash.MakeSeed(),
+		changes:   newChanges(),
 	}
 	if k.log == nil {
 		k.log = slog.New(slog.DiscardHandler)
@@ -166,7 +173,12 @@ func New(cfg Config) (*Kernel, error) {
 	// live as when it is replayed from the log after a restart.
 	k.now = func() time.Time { return clock().UTC().Truncate(time.Microsecond) }
 	k.ctx, k.cancel = context.WithCancel(context.Background())
+	k.owner = newOwner(k)
 	k.wg.Go(k.sweepLoop)
+	k.wg.Go(k.owner.renewLoop)
+	if k.repl.Signals != nil {
+		k.wg.Go(k.owner.takeOverLoop)
+	}
 	return k, nil
 }
 
@@ -197,16 +209,14 @@ func withDefaults(l Limits) Limits {
 }
 
 // Close refuses new runs, cancels the running ones (they end as
-// interrupted, closing everything they opened), stops the retention
-// sweeper and waits for all of them, or for ctx to end. Then it stops the
-// MCP servers, which the runs no longer need.
+// interrupted, closing everything they opened; runs waiting for approvals
+// are suspended instead, to wait again on the next start or on another
+// replica), releases every lease, stops the retention sweeper and waits
+// for all of them, or for ctx to end. Then it stops the MCP servers, which
+// the runs no longer need.
 func (k *Kernel) Close(ctx context.Context) error {
-	k.mu.Lock()
-	k.closed = true
-	for _, ar := range k.active {
-		ar.cancel(errShutdown)
-	}
-	k.mu.Unlock()
+	k.closed.Store(true)
+	k.owner.stopAll(errShutdown)
 	k.cancel()
 	done := make(chan struct{})
 	go func() { k.wg.Wait(); close(done) }()
@@ -229,13 +239,7 @@ const mcpStopGrace = 5 * time.Second
 
 // checkOpen returns ErrUnavailable once Close has been called.
 func (k *Kernel) checkOpen() error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.checkOpenLocked()
-}
-
-func (k *Kernel) checkOpenLocked() error {
-	if k.closed {
+	if k.closed.Load() {
 		return errdefs.New(errdefs.ErrUnavailable, "shutting_down", "kerneld is shutting down")
 	}
 	return nil
@@ -258,8 +262,8 @@ func (k *Kernel) Agents() []agents.Spec { return k.agents.List() }
 // Agent returns the named agent definition.
 func (k *Kernel) Agent(name string) (agents.Spec, error) { return k.agents.Get(name) }
 
-// lockSession locks the stripe guarding session id's record and returns
-// the unlock function.
+// lockSession locks the stripe guarding session id's record and lease and
+// returns the unlock function.
 func (k *Kernel) lockSession(id string) func() {
 	m := &k.sessionLocks[maphash.String(k.lockSeed, id)%uint64(len(k.sessionLocks))]
 	m.Lock()
@@ -267,19 +271,24 @@ func (k *Kernel) lockSession(id string) func() {
 }
 
 // emit stamps evs as events of run runID in session sessionID and appends
-// them; running runs go through their eventWriter instead.
-func (k *Kernel) emit(ctx context.Context, sessionID, runID string, evs ...session.Event) error {
+// them with the session's lease token; running runs go through their
+// eventWriter instead.
+func (k *Kernel) emit(ctx context.Context, token int64, sessionID, runID string, evs ...session.Event) error {
 	now := k.now()
 	for i := range evs {
 		evs[i].SessionID, evs[i].RunID, evs[i].Time = sessionID, runID, now
 	}
-	return k.append(ctx, evs)
+	return k.append(ctx, token, evs)
 }
 
 // append makes evs durable (assigning seqs in place), then hands them to
-// the observers: nobody sees an event the log could still lose.
-func (k *Kernel) append(ctx context.Context, evs []session.Event) error {
-	if err := k.store.AppendEvents(ctx, evs); err != nil {
+// the observers: nobody sees an event the log could still lose. It is the
+// only caller of AppendEvents; token is the lease of evs' session.
+func (k *Kernel) append(ctx context.Context, token int64, evs []session.Event) error {
+	if err := k.store.AppendEvents(ctx, token, evs); err != nil {
+		if errors.Is(err, session.ErrFenced) {
+			k.owner.fenced.Add(1)
+		}
 		return fmt.Errorf("append events: %w", err)
 	}
 	for _, o := range k.observers {

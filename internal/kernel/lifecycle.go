@@ -37,18 +37,20 @@ func (k *Kernel) DeleteSession(ctx context.Context, id string, cascade bool) err
 // deleteSession is DeleteSession without the tenant check, for the
 // subtree of a checked session and for retention.
 func (k *Kernel) deleteSession(ctx context.Context, id string, cascade bool) error {
-	err := k.updateSession(ctx, id, func(s *session.Session) error {
-		if !cascade {
-			if err := k.refuseIfParent(ctx, id); err != nil {
-				return err
-			}
-		}
-		return closeState(s, k.now().UTC())
-	})
+	// Under the session's stripe lock, which placing a child takes on its
+	// parent: no child can join between the check and the close.
+	unlock := k.lockSession(id)
+	err := k.refuseChildren(ctx, id, cascade)
+	if err == nil {
+		err = k.updateSession(ctx, id, func(s *session.Session) error {
+			return closeState(s, k.now().UTC())
+		})
+	}
+	unlock()
 	if err != nil {
 		return err
 	}
-	if err := k.stopRuns(ctx, id, errSessionClosed); err != nil {
+	if err := k.stopRuns(ctx, id); err != nil {
 		return err
 	}
 	children, err := k.store.ListSessions(ctx, SessionQuery{ParentID: id})
@@ -71,8 +73,12 @@ func (k *Kernel) deleteSession(ctx context.Context, id string, cascade bool) err
 	return nil
 }
 
-// refuseIfParent returns a conflict when session id has children.
-func (k *Kernel) refuseIfParent(ctx context.Context, id string) error {
+// refuseChildren returns a conflict when session id has children, unless
+// they are to be deleted too.
+func (k *Kernel) refuseChildren(ctx context.Context, id string, cascade bool) error {
+	if cascade {
+		return nil
+	}
 	children, err := k.store.ListSessions(ctx, SessionQuery{ParentID: id})
 	if err != nil {
 		return fmt.Errorf("list children: %w", err)
@@ -96,10 +102,11 @@ func closeState(s *session.Session, now time.Time) error {
 }
 
 // closeSession closes session id and its subtree. Each session is moved to
-// closed, its runs are stopped and recorded, and, if it was open, its
-// observers are told it ended. A parent's run is stopped before its
-// children close, so a run waiting on a child it spawned ends cancelled
-// rather than seeing the child end under it. It returns the closed session.
+// closed, its runs are stopped and recorded, and, if it was open, every
+// replica's observers are told it ended. A parent's runs are stopped
+// before its children close, so a run waiting on a child it spawned ends
+// cancelled rather than seeing the child end under it. It returns the
+// closed session.
 func (k *Kernel) closeSession(ctx context.Context, id string) (session.Session, error) {
 	wasOpen := false
 	err := k.updateSession(ctx, id, func(s *session.Session) error {
@@ -112,7 +119,7 @@ func (k *Kernel) closeSession(ctx context.Context, id string) (session.Session, 
 	if err != nil {
 		return session.Session{}, err
 	}
-	if err := k.stopRuns(ctx, id, errSessionClosed); err != nil {
+	if err := k.stopRuns(ctx, id); err != nil {
 		return session.Session{}, err
 	}
 	if err := k.closeChildren(ctx, id); err != nil {
@@ -148,108 +155,72 @@ func (k *Kernel) closeChildren(ctx context.Context, id string) error {
 	return nil
 }
 
-// stopRuns stops every run of session id, the active one and those queued
-// behind it (a closed session starts none of them), and waits until each
-// has been recorded or ctx ends.
-func (k *Kernel) stopRuns(ctx context.Context, id string, cause error) error {
+// stopRuns stops every run of session id, which is closed, and waits until
+// each has been recorded, or ctx ends. The session's owner, here or on
+// another replica, stops them when it sees the session closed; a session
+// nobody owns is taken here.
+func (k *Kernel) stopRuns(ctx context.Context, id string) error {
 	for {
-		k.mu.Lock()
-		ar := k.active[id]
-		k.mu.Unlock()
-		if ar == nil {
-			return nil
-		}
-		if err := k.stop(ctx, ar, cause); err != nil {
+		change := k.changes.next(id)
+		work, err := k.hasWork(ctx, id)
+		if err != nil || !work {
 			return err
 		}
+		if err := k.ensure(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return err
+		}
+		if err := k.awaitChange(ctx, change); err != nil {
+			return fmt.Errorf("wait for the runs of session %s to stop: %w", id, err)
+		}
 	}
 }
 
-// stopActive stops run runID if it is session id's active run, and waits.
-func (k *Kernel) stopActive(ctx context.Context, id, runID string, cause error) error {
-	k.mu.Lock()
-	ar := k.active[id]
-	k.mu.Unlock()
-	if ar == nil || ar.runID != runID {
-		return nil
-	}
-	return k.stop(ctx, ar, cause)
-}
+// errUnchanged, returned by an update's change, leaves the record as it
+// is stored.
+var errUnchanged = errors.New("record unchanged")
 
-// stop cancels ar with cause and waits until its end is recorded.
-func (k *Kernel) stop(ctx context.Context, ar *activeRun, cause error) error {
-	ar.cancel(cause)
-	select {
-	case <-ar.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("wait for run %s to stop: %w", ar.runID, ctx.Err())
-	}
-}
-
-// errUnchanged, returned by an updateSession change, leaves the session
-// as it is stored.
-var errUnchanged = errors.New("session unchanged")
-
-// updateSession applies change to the stored session id under its lock.
+// updateSession applies change to the stored session id and saves it,
+// again on a fresh read whenever another writer, possibly on another
+// replica, got there first (see session.ErrStale).
 func (k *Kernel) updateSession(ctx context.Context, id string, change func(*session.Session) error) error {
-	unlock := k.lockSession(id)
-	defer unlock()
-	return k.updateSessionLocked(ctx, id, change)
-}
-
-// updateSessionLocked is updateSession for a caller holding the lock.
-func (k *Kernel) updateSessionLocked(ctx context.Context, id string, change func(*session.Session) error) error {
-	s, err := k.store.GetSession(ctx, id)
-	if err != nil {
-		return fmt.Errorf("get session: %w", err)
-	}
-	if err := change(&s); errors.Is(err, errUnchanged) {
+	for {
+		s, err := k.store.GetSession(ctx, id)
+		if err != nil {
+			return fmt.Errorf("get session: %w", err)
+		}
+		if err := change(&s); errors.Is(err, errUnchanged) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		err = k.store.UpdateSession(ctx, s)
+		if errors.Is(err, session.ErrStale) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("update session: %w", err)
+		}
+		k.changes.notify(id)
 		return nil
-	} else if err != nil {
-		return err
 	}
-	if err := k.store.UpdateSession(ctx, s); err != nil {
-		return fmt.Errorf("update session: %w", err)
-	}
-	return nil
 }
 
-// notifyEnded tells the observers that session s will log nothing more.
+// notifyEnded tells every replica's observers that session s will log
+// nothing more.
 func (k *Kernel) notifyEnded(s session.Session) {
-	for _, o := range k.observers {
-		o.ObserveSessionEnded(s.ID, s.LastSeq)
-	}
+	k.signal(Signal{Kind: SignalEnded, SessionID: s.ID, Seq: s.LastSeq})
 }
 
-// settle records on ended's session that the run has ended; the caller
-// holds the session's lock. A run that a shutdown left queued changes
-// nothing: the next start resumes it.
-func (k *Kernel) settle(ended session.Run, nextID string) {
-	if ended.State == session.RunQueued {
-		return
-	}
-	now := k.now().UTC()
-	err := k.updateSessionLocked(context.WithoutCancel(k.ctx), ended.SessionID, func(s *session.Session) error {
-		return afterRun(s, ended, nextID, now)
-	})
-	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		k.log.Error("record session state", "session", ended.SessionID, "run", ended.ID, "err", err)
-	}
-}
-
-// afterRun moves s on from its ended run, through its state machine. With
-// nextID, the queued run taking over, s stays running and names it, so no
-// client sees it idle between the two. Otherwise s is free: its state
-// tells how the run went, and its TTL starts again, since a session
+// afterRun moves s on from its ended run, through its state machine: its
+// state tells how the run went, and its TTL starts again, since a session
 // expires after being idle that long, not after its run started.
-func afterRun(s *session.Session, ended session.Run, nextID string, now time.Time) error {
-	s.ActiveRunID, s.ExpiresAt = nextID, time.Time{}
-	switch {
-	case s.State == session.StateClosed:
+func afterRun(s *session.Session, ended session.Run, now time.Time) error {
+	if s.ActiveRunID == ended.ID {
+		s.ActiveRunID = ""
+	}
+	s.ExpiresAt = time.Time{}
+	if s.State == session.StateClosed {
 		return nil
-	case nextID != "":
-		return s.Transition(session.StateRunning, now)
 	}
 	s.ExpiresAt = expiry(now, s.TTL)
 	if s.State != session.StateRunning && s.State != session.StateWaitingInput {

@@ -39,6 +39,7 @@ func (e *emitError) Unwrap() error { return e.err }
 // touches it, so it needs no lock.
 type runner struct {
 	k       *Kernel
+	h       *held // the session, held by this replica
 	ar      *activeRun
 	run     *session.Run // the goroutine's own copy
 	spec    agents.Spec
@@ -60,12 +61,12 @@ type runner struct {
 
 // execute runs the agent loop for ar and records how it ended in *run. A
 // startErr (the run is logged but could not be fully recorded) ends it at
-// once as internal. It reports whether the run was suspended instead of
-// ended: a run awaiting approvals when kerneld shuts down is resumed at
-// next start.
-func (k *Kernel) execute(ar *activeRun, run *session.Run, spec agents.Spec, startErr error) (suspended bool) {
+// once as internal. A run awaiting approvals when kerneld shuts down is
+// suspended instead of ended, to wait again on the next start or on
+// another replica; a run whose lease was lost stops without writing.
+func (k *Kernel) execute(h *held, ar *activeRun, run *session.Run, spec agents.Spec, startErr error) {
 	r := &runner{
-		k: k, ar: ar, run: run, spec: spec,
+		k: k, h: h, ar: ar, run: run, spec: spec,
 		log: k.log.With("session", run.SessionID, "run", run.ID, "agent", spec.Name),
 	}
 	r.events = ar.events
@@ -76,15 +77,27 @@ func (k *Kernel) execute(ar *activeRun, run *session.Run, spec agents.Spec, star
 		err = r.safeLoop(ctx)
 	}
 	err = stopCause(ctx, err)
-	if errors.Is(err, errSuspended) {
+	switch {
+	case r.leaseLost(err):
+		_ = r.events.close() // its appends fail: nothing more is written
+		r.log.Warn("run stopped without writing: another replica may own the session now")
+	case errors.Is(err, errSuspended):
 		if err := r.events.close(); err != nil {
 			r.log.Error("suspend run", "err", err)
 		}
+		h.mu.Lock()
+		ar.suspended = true
+		h.mu.Unlock()
 		r.log.Info("run suspended while waiting for approval")
-		return true
+	default:
+		r.finish(err)
 	}
-	r.finish(err)
-	return false
+}
+
+// leaseLost reports whether the run must stop without writing: the
+// session's lease was lost, or the store refused a write for it.
+func (r *runner) leaseLost(err error) bool {
+	return errors.Is(err, errLeaseLost) || errors.Is(err, session.ErrFenced)
 }
 
 // safeLoop runs the loop, turning a panic into an internal failure so one
@@ -226,7 +239,7 @@ func (r *runner) record(msgs ...session.Message) error {
 	for i := range msgs {
 		msgs[i].SessionID, msgs[i].RunID, msgs[i].CreatedAt = r.run.SessionID, r.run.ID, now
 	}
-	if err := r.k.store.AppendMessages(r.storeCtx(), msgs...); err != nil {
+	if err := r.k.store.AppendMessages(r.storeCtx(), r.h.token, msgs...); err != nil {
 		return &emitError{err: fmt.Errorf("append messages: %w", err)}
 	}
 	for _, m := range msgs {
@@ -286,16 +299,18 @@ func (r *runner) endingFor(err error) ending {
 }
 
 // finish closes everything the run opened, answers dangling tool calls,
-// emits the terminal event and records the run's and session's new states.
-// It runs on every exit path.
+// announces the steers that arrived too late to join it, emits the
+// terminal event and records the run's new state. It runs on every exit
+// path but a lost lease.
 func (r *runner) finish(err error) {
 	end := r.endingFor(err)
 	if end.runErr != nil && end.runErr.Code == session.ErrorCodeInternal {
 		r.log.Error("run failed", "err", err)
 	}
-	evs, msgs := r.closeOpen()
-	evs = append(evs, end.event)
 	r.ar.ending.Store(true)
+	evs, msgs := r.closeOpen()
+	evs = append(evs, r.lateSteers()...)
+	evs = append(evs, end.event)
 	if err := r.events.writeLast(evs...); err != nil {
 		r.log.Error("record run end", "err", err)
 	}
@@ -309,7 +324,25 @@ func (r *runner) finish(err error) {
 		}
 	}
 	_ = r.events.close() // flushed above; its error is logged there
+	if r.leaseLost(err) {
+		return
+	}
 	r.recordEnd(end, endSeq)
+}
+
+// lateSteers returns the queued notices of the steers handed to the run
+// that it never folded in: they run on their own, in their place in the
+// queue.
+func (r *runner) lateSteers() []session.Event {
+	r.h.mu.Lock()
+	steers := r.ar.steers
+	r.ar.steers = nil
+	r.h.mu.Unlock()
+	evs := make([]session.Event, len(steers))
+	for i, run := range steers {
+		evs[i] = queuedNotice(run.ID, i+1)
+	}
+	return evs
 }
 
 // closeOpen returns the events and messages that close a run stopped
@@ -341,8 +374,8 @@ func (r *runner) closeOpen() ([]session.Event, []session.Message) {
 	return evs, msgs
 }
 
-// recordEnd stores the run's end. Its session is moved on by handoff,
-// which knows whether a queued run takes over.
+// recordEnd stores the run's end. Its session is moved on by the
+// session's driver, which knows whether a queued run takes over.
 func (r *runner) recordEnd(end ending, endSeq int64) {
 	now := r.k.now().UTC()
 	run := r.run
@@ -350,39 +383,44 @@ func (r *runner) recordEnd(end ending, endSeq int64) {
 		r.log.Error("record run end", "err", err)
 	}
 	run.Error, run.Usage, run.EndSeq = end.runErr, r.usage, endSeq
-	if err := r.k.store.UpdateRun(r.storeCtx(), *run); err != nil {
+	if err := r.k.saveRun(r.storeCtx(), run); err != nil {
 		r.log.Error("record run end", "err", err)
 	}
 	r.log.Info("run ended", "state", run.State, "duration", now.Sub(run.StartedAt).Round(time.Millisecond))
 }
 
-// retire frees the session of a reservation whose run could not start.
-func (k *Kernel) retire(sessionID string, ar *activeRun) {
-	k.mu.Lock()
-	if k.active[sessionID] == ar {
-		delete(k.active, sessionID)
-	}
-	k.mu.Unlock()
-	ar.finished()
-}
-
-// foldSteers adds the inputs that arrived to steer the run as user
+// foldSteers adds the inputs of the steers handed to the run as user
 // messages, announced by kerneld.run.steered, before its next model call.
+// Each steer's own run is marked steered into this one first, so it can
+// never also run on its own; a steer cancelled meanwhile is left out.
 func (r *runner) foldSteers() error {
-	r.k.mu.Lock()
-	inputs := r.ar.steered
-	r.ar.steered = nil
-	r.k.mu.Unlock()
-	for _, input := range inputs {
+	r.h.mu.Lock()
+	steers := r.ar.steers
+	r.ar.steers = nil
+	r.h.mu.Unlock()
+	for _, steer := range steers {
+		err := r.k.updateRun(r.storeCtx(), &steer, func(cur *session.Run) error {
+			if cur.State != session.RunQueued {
+				return errUnchanged
+			}
+			cur.SteeredInto = r.run.ID
+			return cur.Transition(session.RunSteered, r.k.now())
+		})
+		if err != nil {
+			return &emitError{err: err}
+		}
+		if steer.State != session.RunSteered {
+			continue
+		}
 		id := session.NewMessageID()
-		err := r.emit(
-			session.Custom("kerneld.run.steered", map[string]string{"runId": r.run.ID, "messageId": id}),
+		err = r.emit(
+			session.Custom("kerneld.run.steered", map[string]string{"runId": r.run.ID, "steerRunId": steer.ID, "messageId": id}),
 			session.TextMessageStart(id, session.RoleUser),
-			session.TextMessageContent(id, input),
+			session.TextMessageContent(id, steer.Input),
 			session.TextMessageEnd(id),
 		)
 		if err == nil {
-			err = r.record(session.Message{ID: id, Role: session.RoleUser, Content: input})
+			err = r.record(session.Message{ID: id, Role: session.RoleUser, Content: steer.Input})
 		}
 		if err != nil {
 			return err

@@ -2,9 +2,12 @@ package kernel
 
 import (
 	"encoding/base64"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
 )
 
 // MaxPageSize is the largest page a list returns.
@@ -39,29 +42,54 @@ func (p PageRequest) size() (int, error) {
 // cursorPrefix versions the opaque cursor format.
 const cursorPrefix = "k1:"
 
-// encodeCursor makes an opaque cursor from the last id of a page.
-func encodeCursor(lastID string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + lastID))
+// encodeCursor makes an opaque cursor from the place of the last item of a
+// page.
+func encodeCursor(place string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + place))
 }
 
-// decodeCursor returns the id inside a cursor made by encodeCursor.
+// decodeCursor returns the place inside a cursor made by encodeCursor.
 func decodeCursor(c string) (string, error) {
 	if c == "" {
 		return "", nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
-	id, ok := strings.CutPrefix(string(b), cursorPrefix)
-	if err != nil || !ok || !validID(id) {
+	place, ok := strings.CutPrefix(string(b), cursorPrefix)
+	if err != nil || !ok || place == "" || len(place) > maxCursorPlace {
 		return "", errdefs.Invalid("cursor", "not a cursor this server issued")
 	}
-	return id, nil
+	return place, nil
 }
 
-// paginate trims items fetched with limit+1 to one page and sets Next.
-func paginate[T any](items []T, limit int, id func(T) string) Page[T] {
+// maxCursorPlace bounds what a cursor may carry.
+const maxCursorPlace = 512
+
+// sessionPlace is where a session stands in a listing: its creation time
+// in microseconds and its id, which no id contains a "|" of.
+func sessionPlace(s session.Session) string {
+	return strconv.FormatInt(s.CreatedAt.UnixMicro(), 10) + "|" + s.ID
+}
+
+// sessionCursor returns the listing position a session cursor's place
+// names, nil for the first page.
+func sessionCursor(place string) (*session.Cursor, error) {
+	if place == "" {
+		return nil, nil
+	}
+	micros, id, ok := strings.Cut(place, "|")
+	us, err := strconv.ParseInt(micros, 10, 64)
+	if !ok || err != nil || id == "" {
+		return nil, errdefs.Invalid("cursor", "not a cursor this server issued")
+	}
+	return &session.Cursor{CreatedAt: time.UnixMicro(us).UTC(), ID: id}, nil
+}
+
+// paginate trims items fetched with limit+1 to one page and sets Next from
+// the place of the page's last item.
+func paginate[T any](items []T, limit int, place func(T) string) Page[T] {
 	if len(items) <= limit {
 		return Page[T]{Items: items}
 	}
 	items = items[:limit]
-	return Page[T]{Items: items, Next: encodeCursor(id(items[len(items)-1]))}
+	return Page[T]{Items: items, Next: encodeCursor(place(items[len(items)-1]))}
 }

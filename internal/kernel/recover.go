@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
@@ -12,70 +13,131 @@ import (
 // interruptedMessage is the RUN_ERROR message of a run the process died under.
 const interruptedMessage = "the run was interrupted: kerneld stopped while it was running"
 
-// Recover resolves the runs a crash or kill left running. Each is finished
-// from its own events: whatever it opened is closed, its dangling tool
-// calls get error results, messages the crash kept from the history are
-// recorded, and it ends with RUN_ERROR code interrupted; its session goes
-// to error and accepts new runs. Runs waiting for approvals wait again,
-// and queued runs start again in order. Call it once at startup, before
-// serving. It returns how many runs it resolved.
+// Recover resolves the runs a crash or kill left running, in every session
+// no live replica holds. Each is finished from its own events: whatever it
+// opened is closed, its dangling tool calls get error results, messages
+// the crash kept from the history are recorded, and it ends with RUN_ERROR
+// code interrupted; its session goes to error and accepts new runs. Runs
+// waiting for approvals wait again, and queued runs start again in order.
+// Call it once at startup, before serving: the interrupted runs are
+// resolved before it returns. It returns how many runs it resolved.
 func (k *Kernel) Recover(ctx context.Context) (int, error) {
 	runs, err := k.store.ListRunsByState(ctx, session.RunRunning)
 	if err != nil {
 		return 0, fmt.Errorf("list running runs: %w", err)
 	}
-	for i, r := range runs {
-		err := k.recoverRun(ctx, r)
-		if errors.Is(err, errdefs.ErrNotFound) {
-			continue // its session is gone
+	var ids []string
+	for _, r := range runs {
+		if !slices.Contains(ids, r.SessionID) {
+			ids = append(ids, r.SessionID)
 		}
+	}
+	n := 0
+	for _, id := range ids {
+		got, err := k.recoverSession(ctx, id)
+		n += got
 		if err != nil {
-			return i, fmt.Errorf("recover run %s of session %s: %w", r.ID, r.SessionID, err)
+			return n, err
 		}
-		k.log.Info("run recovered", "session", r.SessionID, "run", r.ID)
 	}
-	if err := k.freeSessions(ctx); err != nil {
-		return len(runs), err
+	if err := k.takeOverAll(ctx); err != nil { // sessions with waiting or queued runs only
+		return n, err
 	}
-	if err := k.resumeWaiting(ctx); err != nil {
-		return len(runs), err
-	}
-	return len(runs), k.resumeQueues(ctx)
+	return n, k.freeSessions(ctx)
 }
 
-// freeSessions frees sessions still marked running whose run has ended: a
-// crash between recording a run's end and its session's lets the session
-// think it is busy forever.
+// freeSessions frees the sessions whose record says they are busy though
+// no run of theirs is unfinished, and no replica holds them.
 func (k *Kernel) freeSessions(ctx context.Context) error {
-	stuck, err := k.store.ListSessions(ctx, SessionQuery{State: session.StateRunning})
-	if err != nil {
-		return fmt.Errorf("list running sessions: %w", err)
-	}
-	for _, s := range stuck {
-		r, err := k.store.GetRun(ctx, s.ID, s.ActiveRunID)
-		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			return fmt.Errorf("get run: %w", err)
-		}
-		if err == nil && !r.State.Terminal() {
-			continue
-		}
-		state := session.StateCompleted
-		if r.Error != nil {
-			state = session.StateError
-		}
-		err = k.updateSession(ctx, s.ID, func(s *session.Session) error {
-			s.ActiveRunID, s.State, s.UpdatedAt = "", state, k.now().UTC()
-			return nil
-		})
+	for _, state := range []session.State{session.StateRunning, session.StateWaitingInput} {
+		stuck, err := k.store.ListSessions(ctx, SessionQuery{State: state})
 		if err != nil {
-			return err
+			return fmt.Errorf("list %s sessions: %w", state, err)
+		}
+		for _, s := range stuck {
+			if k.owner.get(s.ID) != nil {
+				continue
+			}
+			if err := k.freeSession(ctx, s.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// recoverRun finishes one run left running.
-func (k *Kernel) recoverRun(ctx context.Context, r session.Run) error {
+// recoverSession takes session id, when no live replica holds it, resolves
+// the runs it has left running, and hands it to a driver, which resumes
+// its waiting run and starts its queued ones.
+func (k *Kernel) recoverSession(ctx context.Context, id string) (int, error) {
+	unlock := k.lockSession(id)
+	h, fresh, err := k.owner.hold(ctx, id)
+	unlock()
+	switch {
+	case errors.Is(err, session.ErrLeaseHeld), errors.Is(err, errdefs.ErrNotFound), err == nil && !fresh:
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	n, err := k.recoverRunning(ctx, h)
+	k.owner.start(h)
+	if err != nil {
+		return n, fmt.Errorf("recover session %s: %w", id, err)
+	}
+	return n, nil
+}
+
+// recoverRunning finishes the runs of h's session left running by its
+// previous owner, and frees the session if its record still says busy.
+func (k *Kernel) recoverRunning(ctx context.Context, h *held) (int, error) {
+	runs, err := k.store.ListRuns(ctx, h.id, session.RunQuery{States: []session.RunState{session.RunRunning}})
+	if err != nil {
+		return 0, fmt.Errorf("list running runs: %w", err)
+	}
+	slices.Reverse(runs) // oldest first
+	n := 0
+	for _, r := range runs {
+		if ar := h.current(); ar != nil && ar.run.ID == r.ID {
+			continue // started by this replica, just now
+		}
+		err := k.recoverRun(ctx, h.token, r)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			continue // its session is gone
+		}
+		if err != nil {
+			return n, fmt.Errorf("recover run %s of session %s: %w", r.ID, r.SessionID, err)
+		}
+		n++
+		k.log.Info("run recovered", "session", r.SessionID, "run", r.ID)
+	}
+	return n, nil
+}
+
+// freeSession frees session id if its record says it is busy but no run
+// of it is unfinished: a crash between recording a run's end and its
+// session's lets the session think it is busy forever.
+func (k *Kernel) freeSession(ctx context.Context, id string) error {
+	work, err := k.hasWork(ctx, id)
+	if err != nil || work {
+		return err
+	}
+	return k.updateSession(ctx, id, func(s *session.Session) error {
+		if s.State != session.StateRunning && s.State != session.StateWaitingInput {
+			return errUnchanged
+		}
+		state := session.StateCompleted
+		if s.ActiveRunID != "" {
+			if r, err := k.store.GetRun(ctx, s.ID, s.ActiveRunID); err == nil && r.Error != nil {
+				state = session.StateError
+			}
+		}
+		s.ActiveRunID, s.State, s.UpdatedAt = "", state, k.now().UTC()
+		return nil
+	})
+}
+
+// recoverRun finishes one run left running, under the lease token.
+func (k *Kernel) recoverRun(ctx context.Context, token int64, r session.Run) error {
 	evs, err := k.runEvents(ctx, r)
 	if err != nil {
 		return err
@@ -93,12 +155,12 @@ func (k *Kernel) recoverRun(ctx context.Context, r session.Run) error {
 		closing, results := rp.closers()
 		msgs = append(msgs, results...)
 		closing = append(closing, session.RunErrored(end.runErr.Code, end.runErr.Message, r.Usage))
-		if err := k.emit(ctx, r.SessionID, r.ID, closing...); err != nil {
+		if err := k.emit(ctx, token, r.SessionID, r.ID, closing...); err != nil {
 			return err
 		}
 		rp.endSeq = closing[len(closing)-1].Seq
 	}
-	if err := k.appendRecovered(ctx, r, msgs); err != nil {
+	if err := k.appendRecovered(ctx, token, r, msgs); err != nil {
 		return err
 	}
 	return k.recordRecovered(ctx, r, end, rp.endSeq)
@@ -177,7 +239,7 @@ func (k *Kernel) missingMessages(ctx context.Context, r session.Run, rp *replaye
 }
 
 // appendRecovered records recovered messages as the run's.
-func (k *Kernel) appendRecovered(ctx context.Context, r session.Run, msgs []session.Message) error {
+func (k *Kernel) appendRecovered(ctx context.Context, token int64, r session.Run, msgs []session.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -185,7 +247,7 @@ func (k *Kernel) appendRecovered(ctx context.Context, r session.Run, msgs []sess
 	for i := range msgs {
 		msgs[i].SessionID, msgs[i].RunID, msgs[i].CreatedAt = r.SessionID, r.ID, now
 	}
-	if err := k.store.AppendMessages(ctx, msgs...); err != nil {
+	if err := k.store.AppendMessages(ctx, token, msgs...); err != nil {
 		return fmt.Errorf("append messages: %w", err)
 	}
 	return nil
@@ -194,11 +256,14 @@ func (k *Kernel) appendRecovered(ctx context.Context, r session.Run, msgs []sess
 // recordRecovered stores the run's end and frees its session.
 func (k *Kernel) recordRecovered(ctx context.Context, r session.Run, end ending, endSeq int64) error {
 	now := k.now().UTC()
-	r.State, r.EndedAt, r.Error, r.EndSeq = end.runState, now, end.runErr, endSeq
-	if err := k.store.UpdateRun(ctx, r); err != nil {
-		return fmt.Errorf("update run: %w", err)
+	err := k.updateRun(ctx, &r, func(cur *session.Run) error {
+		cur.State, cur.EndedAt, cur.Error, cur.EndSeq = end.runState, now, end.runErr, endSeq
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	err := k.updateSession(ctx, r.SessionID, func(s *session.Session) error {
+	err = k.updateSession(ctx, r.SessionID, func(s *session.Session) error {
 		if s.ActiveRunID == r.ID {
 			s.ActiveRunID = ""
 		}

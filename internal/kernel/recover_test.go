@@ -36,11 +36,11 @@ func (s *crashingStore) write() error {
 	return nil
 }
 
-func (s *crashingStore) CreateRun(ctx context.Context, r session.Run) error {
+func (s *crashingStore) CreateRun(ctx context.Context, r session.Run, c session.RunConstraints) error {
 	if err := s.write(); err != nil {
 		return err
 	}
-	return s.Store.CreateRun(ctx, r)
+	return s.Store.CreateRun(ctx, r, c)
 }
 
 func (s *crashingStore) UpdateRun(ctx context.Context, r session.Run) error {
@@ -57,18 +57,18 @@ func (s *crashingStore) UpdateSession(ctx context.Context, sess session.Session)
 	return s.Store.UpdateSession(ctx, sess)
 }
 
-func (s *crashingStore) AppendMessages(ctx context.Context, msgs ...session.Message) error {
+func (s *crashingStore) AppendMessages(ctx context.Context, token int64, msgs ...session.Message) error {
 	if err := s.write(); err != nil {
 		return err
 	}
-	return s.Store.AppendMessages(ctx, msgs...)
+	return s.Store.AppendMessages(ctx, token, msgs...)
 }
 
-func (s *crashingStore) AppendEvents(ctx context.Context, evs []session.Event) error {
+func (s *crashingStore) AppendEvents(ctx context.Context, token int64, evs []session.Event) error {
 	if err := s.write(); err != nil {
 		return err
 	}
-	return s.Store.AppendEvents(ctx, evs)
+	return s.Store.AppendEvents(ctx, token, evs)
 }
 
 // TestKernel_Recover crashes a run at every write it makes (a run with a

@@ -7,35 +7,47 @@ import (
 	"github.com/kerneld/kerneld/internal/session"
 )
 
-// resumeWaiting restarts, after a stop, the runs that were waiting for
-// approvals: each waits again for what is still undecided, with its
-// original deadline, and then carries on.
-func (k *Kernel) resumeWaiting(ctx context.Context) error {
-	runs, err := k.store.ListRunsByState(ctx, session.RunWaitingInput)
+// resumeHeld picks up what the previous owner of h's session left, when
+// h's lease was just taken: runs left running end interrupted; a run left
+// waiting for approvals becomes the active run again, waiting, with its
+// original deadline, for the decisions still to come; a record left busy
+// is freed.
+func (k *Kernel) resumeHeld(h *held) error {
+	ctx := context.WithoutCancel(h.ctx)
+	if _, err := k.recoverRunning(ctx, h); err != nil {
+		return err
+	}
+	runs, err := k.store.ListRuns(ctx, h.id, session.RunQuery{Limit: 1, States: []session.RunState{session.RunWaitingInput}})
 	if err != nil {
 		return fmt.Errorf("list waiting runs: %w", err)
 	}
-	for _, run := range runs {
-		s, err := k.store.GetSession(ctx, run.SessionID)
-		if err != nil {
-			return fmt.Errorf("get session: %w", err)
-		}
-		spec, err := k.runnableAgent(s.Agent)
-		pending, perr := k.pendingApprovals(ctx, run)
-		if perr != nil {
-			return perr
-		}
-		k.mu.Lock()
-		ar := k.newActiveRun(run.ID)
-		ar.resuming = true
-		ar.awaiting, ar.decisions = pending, make(chan decision, len(pending)) // decidable before serving starts
-		k.active[run.SessionID] = ar
-		k.wg.Add(1)
-		k.mu.Unlock()
-		k.openWriter(ar, run)
-		go k.runSession(ar, run, spec, err, true) // an unavailable agent ends the run as internal
-		k.log.Info("run resumed, waiting for approval", "session", run.SessionID, "run", run.ID)
+	if len(runs) == 0 {
+		return k.freeSession(ctx, h.id)
 	}
+	if ar := h.current(); ar != nil && ar.run.ID == runs[0].ID {
+		return nil
+	}
+	return k.resumeWaiting(h, runs[0])
+}
+
+// resumeWaiting makes run, waiting for approvals, h's active run again.
+func (k *Kernel) resumeWaiting(h *held, run session.Run) error {
+	ctx := context.WithoutCancel(h.ctx)
+	s, err := k.store.GetSession(ctx, h.id)
+	if err != nil {
+		return fmt.Errorf("get session: %w", err)
+	}
+	spec, startErr := k.runnableAgent(s.Agent) // an unavailable agent ends the run as internal
+	pending, err := k.pendingApprovals(ctx, run)
+	if err != nil {
+		return err
+	}
+	ar := newActiveRun(h, run)
+	ar.resuming = true
+	ar.awaiting, ar.decisions = pending, make(chan decision, len(pending))
+	k.launch(h, ar, spec, startErr)
+	k.control(h) // decisions made while nobody held the session
+	k.log.Info("run resumed, waiting for approval", "session", run.SessionID, "run", run.ID)
 	return nil
 }
 

@@ -64,7 +64,7 @@ func (k *Kernel) sweepLoop() {
 // Sweep closes, with their subtrees, sessions idle past their TTL, and
 // deletes, with their subtrees, sessions closed more than DeleteAfter ago.
 // A session is idle while it has no run: none executing, waiting for an
-// approval or queued. Each step handles at most Batch sessions, so one
+// approval or queued, here or on another replica. Each step handles at most Batch sessions, so one
 // sweep stays short however many have piled up; the rest wait for the
 // next.
 func (k *Kernel) Sweep(ctx context.Context) error {
@@ -105,9 +105,16 @@ func (k *Kernel) Sweep(ctx context.Context) error {
 // DeleteAfter. A session found busy keeps running: its expiry is cleared,
 // so sweeps stop finding it, and is set again when it is free.
 func (k *Kernel) expire(ctx context.Context, id string, now time.Time) (closed bool, err error) {
+	// Under the session's stripe lock no run can start here meanwhile.
+	unlock := k.lockSession(id)
+	defer unlock()
+	busy, err := k.hasWork(ctx, id)
+	if err != nil {
+		return false, err
+	}
 	err = k.updateSession(ctx, id, func(s *session.Session) error {
 		switch {
-		case s.ActiveRunID != "" || k.hasRun(id):
+		case s.ActiveRunID != "" || busy:
 			s.ExpiresAt = time.Time{}
 			return nil
 		case s.ExpiresAt.IsZero() || !s.ExpiresAt.Before(now):
@@ -119,7 +126,7 @@ func (k *Kernel) expire(ctx context.Context, id string, now time.Time) (closed b
 	if err != nil || !closed {
 		return false, err
 	}
-	s, err := k.closeSession(ctx, id) // closed above, under the lock, so it is told here
+	s, err := k.closeSession(ctx, id) // closed above, so it is told here
 	if err != nil {
 		return true, err
 	}
@@ -127,10 +134,3 @@ func (k *Kernel) expire(ctx context.Context, id string, now time.Time) (closed b
 	return true, nil
 }
 
-// hasRun reports whether session id has a run in this kernel: executing,
-// waiting for an approval, or queued and about to start.
-func (k *Kernel) hasRun(id string) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.active[id] != nil
-}

@@ -615,11 +615,11 @@ type flakyStore struct {
 
 var errDiskFull = errors.New("disk full")
 
-func (s *flakyStore) AppendEvents(ctx context.Context, evs []session.Event) error {
+func (s *flakyStore) AppendEvents(ctx context.Context, token int64, evs []session.Event) error {
 	if s.failAppends.Load() {
 		return errDiskFull
 	}
-	return s.Store.AppendEvents(ctx, evs)
+	return s.Store.AppendEvents(ctx, token, evs)
 }
 
 // testRunStartFails makes the store refuse the events that start a run.

@@ -34,67 +34,226 @@ type RunRequest struct {
 
 // Run accepts input for a session and starts a run: it persists the run
 // and the user message, emits RUN_STARTED and the echoed input, and starts
-// the agent loop, which outlives ctx. With an Idempotency-Key seen within
-// the window it returns the original run instead and replayed is true.
+// the agent loop, which outlives ctx. On a busy session it applies the
+// request's busy policy instead. With an Idempotency-Key seen within the
+// window it returns the original run and replayed is true.
 func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (session.Run, bool, error) {
 	if err := k.validateRunRequest(req); err != nil {
 		return session.Run{}, false, err
 	}
-	if err := k.awaitEnding(ctx, sessionID); err != nil {
-		return session.Run{}, false, err
-	}
-	unlock := k.lockSession(sessionID)
-	defer unlock()
 	s, err := k.GetSession(ctx, sessionID)
 	if err != nil {
 		return session.Run{}, false, err
-	}
-	if prev, ok, err := k.findIdempotent(ctx, sessionID, req.IdempotencyKey); err != nil || ok {
-		return prev, ok, err
 	}
 	spec, err := k.runnableAgent(s.Agent)
 	if err != nil {
 		return session.Run{}, false, err
 	}
-	ar, run, busy, err := k.reserve(s, req)
-	switch {
-	case err != nil:
-		return session.Run{}, false, err
-	case busy != nil:
-		run, err := k.whileBusy(ctx, s, busy, req)
-		return run, false, err
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		run, replayed, err := k.accept(ctx, s, spec, req)
+		if err == nil && !replayed && run.State == session.RunQueued && run.IfBusy == "" {
+			return k.awaitStart(ctx, run)
+		}
+		if ending, ok := errors.AsType[*runEndingError](err); ok {
+			// The active run has logged its end: a client that posts the
+			// moment it sees RUN_FINISHED must find the session free.
+			if err := k.awaitEnd(ctx, s.ID, ending.runID); err != nil {
+				return session.Run{}, false, err
+			}
+			continue
+		}
+		if !errors.Is(err, errOwnerLeaving) {
+			return run, replayed, err
+		}
+		// Another replica holds the idle session's lease a moment longer.
+		if err := sleep(ctx, wait); err != nil {
+			return session.Run{}, false, err
+		}
 	}
-	return k.launch(ctx, s, spec, ar, run)
 }
 
-// launch starts a reserved run and its session's run goroutine.
-func (k *Kernel) launch(ctx context.Context, s session.Session, spec agents.Spec, ar *activeRun, run session.Run) (session.Run, bool, error) {
-	logged, startErr := k.start(ctx, s, &run)
+// awaitStart waits, a little, for the session's driver to start run, which
+// was posted to a session found idle, and returns it as it is then. If a
+// run of another replica got in first, run waits behind it, queued.
+func (k *Kernel) awaitStart(ctx context.Context, run session.Run) (session.Run, bool, error) {
+	wctx, cancel := context.WithTimeout(ctx, startWait)
+	defer cancel()
+	got, err := k.waitRun(wctx, run.SessionID, run.ID, func(r session.Run) bool { return r.State != session.RunQueued })
+	if err != nil && ctx.Err() == nil {
+		return got, false, nil // still queued: as it is
+	}
+	return got, false, err
+}
+
+// startWait bounds how long a request waits for its run to start on a
+// session found idle.
+const startWait = 2 * time.Second
+
+// runEndingError says the session's active run has logged its end and is
+// recording it.
+type runEndingError struct{ runID string }
+
+func (e *runEndingError) Error() string { return "run " + e.runID + " is ending" }
+
+// ending reports whether run runID of session s has logged its terminal
+// event, though its record does not say it ended yet.
+func (k *Kernel) ending(ctx context.Context, s session.Session, runID string) bool {
+	if h := k.owner.get(s.ID); h != nil {
+		ar := h.current()
+		return ar != nil && ar.run.ID == runID && ar.ending.Load()
+	}
+	evs, err := k.store.ReadEvents(ctx, s.ID, s.LastSeq-1, 1)
+	return err == nil && len(evs) == 1 && evs[0].RunID == runID && evs[0].Type.Ends()
+}
+
+// awaitEnd waits, a little, for run runID, which has logged its end, to
+// record it.
+func (k *Kernel) awaitEnd(ctx context.Context, sessionID, runID string) error {
+	wctx, cancel := context.WithTimeout(ctx, startWait)
+	defer cancel()
+	_, err := k.waitRun(wctx, sessionID, runID, ended)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// errOwnerLeaving says an idle session's lease is still held elsewhere, by
+// an owner about to release it.
+var errOwnerLeaving = errors.New("the session's owner is releasing it")
+
+// accept starts req as a run of session s, or applies its busy policy. It
+// holds the session's stripe lock: within this process no other request
+// can start a run of the session meanwhile, and the session's driver
+// cannot release it.
+func (k *Kernel) accept(ctx context.Context, s session.Session, spec agents.Spec, req RunRequest) (session.Run, bool, error) {
+	unlock := k.lockSession(s.ID)
+	defer unlock()
+	if prev, ok, err := k.findIdempotent(ctx, s.ID, req); err != nil || ok {
+		return prev, ok, err
+	}
+	s, err := k.store.GetSession(ctx, s.ID)
+	if err != nil {
+		return session.Run{}, false, fmt.Errorf("get session: %w", err)
+	}
+	if !s.State.AcceptsRuns() {
+		return session.Run{}, false, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", s.ID)
+	}
+	busy, err := k.unfinishedRun(ctx, s)
+	if err != nil {
+		return session.Run{}, false, err
+	}
+	if busy != "" {
+		if k.ending(ctx, s, busy) {
+			return session.Run{}, false, &runEndingError{runID: busy}
+		}
+		return k.whileBusy(ctx, s, busy, req)
+	}
+	h, fresh, err := k.owner.hold(ctx, s.ID)
+	switch {
+	case errors.Is(err, session.ErrLeaseHeld):
+		return session.Run{}, false, errOwnerLeaving
+	case err != nil:
+		return session.Run{}, false, err
+	case !fresh:
+		// Held here by a driver about to go idle: it starts what is queued.
+		return k.post(ctx, s, req, "")
+	}
+	return k.startNew(ctx, h, s, spec, req)
+}
+
+// unfinishedRun returns the id of a run of session s that is running,
+// waiting for approval or queued: the session is busy. The session's
+// active run is named first.
+func (k *Kernel) unfinishedRun(ctx context.Context, s session.Session) (string, error) {
+	runs, err := k.store.ListRuns(ctx, s.ID, session.RunQuery{Limit: 1,
+		States: []session.RunState{session.RunRunning, session.RunWaitingInput, session.RunQueued}})
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("list runs: %w", err)
+	case len(runs) == 0:
+		return "", nil
+	case s.ActiveRunID != "":
+		return s.ActiveRunID, nil
+	}
+	return runs[0].ID, nil
+}
+
+// startNew starts req on session s, idle, whose lease h this request just
+// took, and hands the session to a new driver.
+func (k *Kernel) startNew(ctx context.Context, h *held, s session.Session, spec agents.Spec, req RunRequest) (session.Run, bool, error) {
+	now := k.now()
+	run := session.Run{
+		ID: session.NewID(), SessionID: s.ID, State: session.RunRunning, Input: req.Input,
+		IdempotencyKey: req.IdempotencyKey, CreatedAt: now, StartedAt: now,
+	}
+	run.Model = k.modelOf(spec, s, run)
+	ar := newActiveRun(h, run)
+	if err := k.store.CreateRun(ctx, run, k.runConstraints(0)); err != nil {
+		k.owner.release(h)
+		return k.duplicate(err)
+	}
+	logged, startErr := k.start(ctx, h, s, &ar.run)
 	if !logged {
-		k.abandon(s, &run)
-		k.retire(s.ID, ar)
-		k.wg.Done()
+		k.owner.release(h)
 		return session.Run{}, false, startErr
 	}
-	k.openWriter(ar, run)
-	// Once RUN_STARTED is in the log the run must end there too: a failure
-	// after that point is handed to the run, which ends as internal.
-	go k.runSession(ar, run, spec, startErr, true)
+	k.launch(h, ar, spec, startErr)
+	k.owner.start(h)
+	return ar.run, false, nil
+}
+
+// post records req as a run queued on session s, posted with policy
+// ifBusy, and tells the session's owner, which starts it or applies the
+// policy. The caller holds the session's stripe lock.
+func (k *Kernel) post(ctx context.Context, s session.Session, req RunRequest, ifBusy BusyPolicy) (session.Run, bool, error) {
+	run := session.Run{
+		ID: session.NewID(), SessionID: s.ID, State: session.RunQueued, Input: req.Input,
+		IdempotencyKey: req.IdempotencyKey, CreatedAt: k.now(),
+	}
+	run.IfBusy = string(ifBusy)
+	if err := k.store.CreateRun(ctx, run, k.runConstraints(k.limits.MaxQueued)); err != nil {
+		return k.duplicate(err)
+	}
+	if queuedRecorded != nil {
+		queuedRecorded(run)
+	}
+	switch ifBusy {
+	case BusySteer:
+		k.steerHere(s.ID, run)
+	case BusyInterrupt:
+		k.stopHere(s.ID, "", errInterrupted)
+	}
+	if err := k.ensureLocked(ctx, s.ID); err != nil {
+		k.log.Warn("tell the session's owner", "session", s.ID, "err", err) // the take-over scan finds it
+	}
 	return run, false, nil
 }
 
-// awaitEnding waits for a session's run that is already emitting its end,
-// so input posted the moment RUN_FINISHED arrives starts a run instead of
-// finding the session busy.
-func (k *Kernel) awaitEnding(ctx context.Context, sessionID string) error {
-	k.mu.Lock()
-	ar := k.active[sessionID]
-	k.mu.Unlock()
-	if ar == nil || !ar.ending.Load() {
-		return nil
+// runConstraints are the checks a new run's insert makes: the
+// idempotency window, and the queue bound for a queued run.
+func (k *Kernel) runConstraints(maxQueued int) session.RunConstraints {
+	return session.RunConstraints{IdempotentSince: k.now().Add(-k.limits.IdempotencyWindow), MaxQueued: maxQueued}
+}
+
+// duplicate turns a CreateRun error into Run's answer: a run created with
+// the same idempotency key, by a request racing this one, is replayed.
+func (k *Kernel) duplicate(err error) (session.Run, bool, error) {
+	if dup, ok := errors.AsType[*session.DuplicateRunError](err); ok {
+		return dup.Run, true, nil
 	}
+	if errdefs.CodeOf(err) == "queue_full" {
+		return session.Run{}, false, err
+	}
+	return session.Run{}, false, fmt.Errorf("create run: %w", err)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
-	case <-ar.done:
+	case <-t.C:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -123,62 +282,58 @@ func (k *Kernel) validateRunRequest(req RunRequest) error {
 	return errdefs.Invalid("if_busy", `must be one of "reject", "queue", "interrupt", "steer"`)
 }
 
-// findIdempotent returns the run created with key within the window.
-func (k *Kernel) findIdempotent(ctx context.Context, sessionID, key string) (session.Run, bool, error) {
-	if key == "" {
+// findIdempotent returns the run created with req's key within the
+// window. The same key with another input is a mistake the client must
+// hear about: the IETF Idempotency-Key draft answers it 422.
+func (k *Kernel) findIdempotent(ctx context.Context, sessionID string, req RunRequest) (session.Run, bool, error) {
+	if req.IdempotencyKey == "" {
 		return session.Run{}, false, nil
 	}
 	since := k.now().Add(-k.limits.IdempotencyWindow)
-	r, err := k.store.FindRunByIdempotencyKey(ctx, sessionID, key, since)
+	r, err := k.store.FindRunByIdempotencyKey(ctx, sessionID, req.IdempotencyKey, since)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return session.Run{}, false, nil
 	}
 	if err != nil {
 		return session.Run{}, false, fmt.Errorf("find run by idempotency key: %w", err)
 	}
+	if r.Input != req.Input {
+		return session.Run{}, false, errdefs.New(errdefs.ErrUnprocessable, "idempotency_key_reused",
+			"Idempotency-Key %q was used for run %s with another input", req.IdempotencyKey, r.ID).With("run_id", r.ID)
+	}
 	return r, true, nil
 }
 
-// reserve claims session s for a new run and returns the claim and the
-// run, or, when s has an active run, returns that run as busy.
-func (k *Kernel) reserve(s session.Session, req RunRequest) (ar *activeRun, run session.Run, busy *activeRun, err error) {
-	if !s.State.AcceptsRuns() {
-		return nil, run, nil, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", s.ID)
+// start records run r as started on the session s that h holds: the run
+// (created as running, or moved from queued), the session (running, naming
+// the run), RUN_STARTED with the echoed input, and the user message.
+// logged reports whether RUN_STARTED reached the log; an error after that
+// is one the run must end with. A queued run cancelled meanwhile does not
+// start: the error is session.ErrStale.
+func (k *Kernel) start(ctx context.Context, h *held, s session.Session, r *session.Run) (logged bool, err error) {
+	if r.State == session.RunQueued {
+		if err := k.updateRun(ctx, r, func(cur *session.Run) error {
+			if cur.State != session.RunQueued || cur.CancelRequested {
+				return session.ErrStale // cancelled meanwhile: the driver looks again
+			}
+			cur.Model = r.Model
+			return cur.Transition(session.RunRunning, k.now())
+		}); err != nil {
+			return false, err
+		}
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err := k.checkOpenLocked(); err != nil {
-		return nil, run, nil, err
-	}
-	if cur := k.active[s.ID]; cur != nil {
-		return nil, run, cur, nil
-	}
-	now := k.now().UTC()
-	run = session.Run{
-		ID: session.NewID(), SessionID: s.ID, State: session.RunRunning, Input: req.Input,
-		IdempotencyKey: req.IdempotencyKey, CreatedAt: now, StartedAt: now,
-	}
-	ar = k.newActiveRun(run.ID)
-	k.active[s.ID] = ar
-	k.wg.Add(1) // under mu, after the closed check, so Close waits for this run
-	return ar, run, nil, nil
-}
-
-// start records a reserved or queued run as started: the run, the
-// session's state, RUN_STARTED with the echoed input, and the user
-// message. logged reports whether RUN_STARTED reached the log.
-func (k *Kernel) start(ctx context.Context, s session.Session, r *session.Run) (logged bool, err error) {
-	if err := k.recordStart(ctx, r); err != nil {
+	prev := s.State
+	err = k.updateSession(ctx, s.ID, func(s *session.Session) error {
+		if err := s.Transition(session.StateRunning, r.StartedAt); err != nil {
+			return err
+		}
+		s.ActiveRunID = r.ID
+		s.ExpiresAt = time.Time{} // a busy session does not expire; its TTL restarts when it is free
+		return nil
+	})
+	if err != nil {
+		k.abandon(h, prev, r)
 		return false, err
-	}
-	if err := s.Transition(session.StateRunning, r.StartedAt); err != nil {
-		return false, err
-	}
-	s.ActiveRunID = r.ID
-	s.ExpiresAt = time.Time{} // a busy session does not expire; its TTL restarts when it is free
-
-	if err := k.store.UpdateSession(ctx, s); err != nil {
-		return false, fmt.Errorf("update session: %w", err)
 	}
 	msgID := session.NewMessageID()
 	evs := []session.Event{
@@ -187,50 +342,88 @@ func (k *Kernel) start(ctx context.Context, s session.Session, r *session.Run) (
 		session.TextMessageContent(msgID, r.Input),
 		session.TextMessageEnd(msgID),
 	}
-	if err := k.emit(ctx, s.ID, r.ID, evs...); err != nil {
+	if err := k.emit(ctx, h.token, s.ID, r.ID, evs...); err != nil {
+		k.abandon(h, prev, r)
 		return false, err
 	}
 	r.StartSeq = evs[0].Seq
-	if err := k.store.UpdateRun(ctx, *r); err != nil {
-		return true, fmt.Errorf("update run: %w", err)
+	if err := k.saveRun(ctx, r); err != nil {
+		return true, err
 	}
 	msg := session.Message{ID: msgID, SessionID: s.ID, RunID: r.ID, Role: session.RoleUser, Content: r.Input, CreatedAt: r.StartedAt}
-	if err := k.store.AppendMessages(ctx, msg); err != nil {
+	if err := k.store.AppendMessages(ctx, h.token, msg); err != nil {
 		return true, fmt.Errorf("append message: %w", err)
 	}
 	return true, nil
 }
 
-// recordStart stores a new run as running, or moves a queued one to
-// running.
-func (k *Kernel) recordStart(ctx context.Context, r *session.Run) error {
-	if r.State != session.RunQueued {
-		if err := k.store.CreateRun(ctx, *r); err != nil {
-			return fmt.Errorf("create run: %w", err)
-		}
-		return nil
-	}
-	if err := r.Transition(session.RunRunning, k.now()); err != nil {
-		return err
-	}
-	if err := k.store.UpdateRun(ctx, *r); err != nil {
-		return fmt.Errorf("update run: %w", err)
-	}
-	return nil
-}
-
 // abandon undoes what start recorded of a run that never reached the log:
 // the run is marked failed and the session gets its previous state back.
-func (k *Kernel) abandon(prev session.Session, r *session.Run) {
-	ctx := context.WithoutCancel(k.ctx)
-	r.State, r.EndedAt = session.RunFailed, k.now().UTC()
-	r.Error = &session.RunError{Code: session.ErrorCodeInternal, Message: "the run could not be started"}
-	if err := k.store.UpdateRun(ctx, *r); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		k.log.Error("abandon run", "session", prev.ID, "run", r.ID, "err", err)
+func (k *Kernel) abandon(h *held, prev session.State, r *session.Run) {
+	ctx := context.WithoutCancel(h.ctx)
+	err := k.updateRun(ctx, r, func(cur *session.Run) error {
+		cur.State, cur.EndedAt = session.RunFailed, k.now()
+		cur.Error = &session.RunError{Code: session.ErrorCodeInternal, Message: "the run could not be started"}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		k.log.Error("abandon run", "session", r.SessionID, "run", r.ID, "err", err)
 	}
-	if err := k.store.UpdateSession(ctx, prev); err != nil {
-		k.log.Error("restore session", "session", prev.ID, "err", err)
+	err = k.updateSession(ctx, r.SessionID, func(s *session.Session) error {
+		if s.ActiveRunID != r.ID {
+			return errUnchanged
+		}
+		s.ActiveRunID, s.State = "", prev
+		return nil
+	})
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		k.log.Error("restore session", "session", r.SessionID, "err", err)
 	}
+}
+
+// updateRun applies change to the stored run r and saves it, again on a
+// fresh read if another writer got there first; r ends as stored. A change
+// returning errUnchanged saves nothing.
+func (k *Kernel) updateRun(ctx context.Context, r *session.Run, change func(*session.Run) error) error {
+	for {
+		cur, err := k.store.GetRun(ctx, r.SessionID, r.ID)
+		if err != nil {
+			return fmt.Errorf("get run: %w", err)
+		}
+		if err := change(&cur); errors.Is(err, errUnchanged) {
+			*r = cur
+			return nil
+		} else if err != nil {
+			return err
+		}
+		err = k.store.UpdateRun(ctx, cur)
+		if errors.Is(err, session.ErrStale) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("update run: %w", err)
+		}
+		cur.Version++
+		*r = cur
+		k.changes.notify(r.SessionID)
+		return nil
+	}
+}
+
+// saveRun stores r, the run's owner's copy: its state, times, usage and
+// seqs. Requests from other replicas write only CancelRequested and
+// Decisions, so when one got there first those are kept and r is saved
+// again.
+func (k *Kernel) saveRun(ctx context.Context, r *session.Run) error {
+	mine := *r
+	return k.updateRun(ctx, r, func(cur *session.Run) error {
+		keep := cur.CancelRequested || mine.CancelRequested
+		decisions := cur.Decisions
+		version := cur.Version
+		*cur = mine.Clone()
+		cur.CancelRequested, cur.Decisions, cur.Version = keep, decisions, version
+		return nil
+	})
 }
 
 // GetRun returns one run of a session.
@@ -265,7 +458,12 @@ func (k *Kernel) ListRuns(ctx context.Context, sessionID string, page PageReques
 	if err != nil {
 		return Page[session.Run]{}, err
 	}
-	runs, err := k.store.ListRuns(ctx, sessionID, before, limit+1)
+	if before != "" {
+		if _, err := k.store.GetRun(ctx, sessionID, before); err != nil {
+			return Page[session.Run]{}, errdefs.Invalid("cursor", "not a cursor of this session's runs")
+		}
+	}
+	runs, err := k.store.ListRuns(ctx, sessionID, session.RunQuery{Before: before, Limit: limit + 1})
 	if err != nil {
 		return Page[session.Run]{}, fmt.Errorf("list runs: %w", err)
 	}
@@ -273,20 +471,48 @@ func (k *Kernel) ListRuns(ctx context.Context, sessionID string, page PageReques
 }
 
 // CancelRun stops a run and waits until it has recorded its end; the run
-// ends cancelled with a valid history. A queued run leaves its queue.
-// Cancelling a run that has already ended changes nothing and returns it
-// as it is.
+// ends cancelled with a valid history. A queued run never starts, and the
+// stream of the run it waited behind says so. Cancelling a run that has
+// already ended changes nothing and returns it as it is. The run may be
+// running on another replica: the request is recorded on the run, and its
+// session's owner, the only writer of its state, acts on it.
 func (k *Kernel) CancelRun(ctx context.Context, sessionID, runID string) (session.Run, error) {
 	r, err := k.GetRun(ctx, sessionID, runID)
 	if err != nil || r.State.Terminal() {
 		return r, err
 	}
-	if r.State != session.RunQueued || !k.cancelQueued(sessionID, runID) {
-		if err := k.stopActive(ctx, sessionID, runID, errCancelled); err != nil {
-			return session.Run{}, err
+	return k.cancelRun(ctx, r)
+}
+
+// cancelRun is CancelRun without the tenant check, for a run the kernel
+// itself stops (a spawned child's).
+func (k *Kernel) cancelRun(ctx context.Context, r session.Run) (session.Run, error) {
+	err := k.updateRun(ctx, &r, func(cur *session.Run) error {
+		if cur.State.Terminal() || cur.CancelRequested {
+			return errUnchanged
+		}
+		cur.CancelRequested = true
+		return nil
+	})
+	if err != nil {
+		return session.Run{}, err
+	}
+	k.stopHere(r.SessionID, r.ID, errCancelled)
+	if err := k.ensure(ctx, r.SessionID); err != nil {
+		return session.Run{}, err
+	}
+	return k.waitRun(ctx, r.SessionID, r.ID, ended)
+}
+
+// modelOf returns the model run r of session s uses: the run's choice, the
+// session's, or the agent's own.
+func (k *Kernel) modelOf(spec agents.Spec, s session.Session, r session.Run) string {
+	for _, o := range []*session.Overrides{r.Overrides, s.Overrides} {
+		if o != nil && o.Model != "" {
+			return o.Model
 		}
 	}
-	return k.GetRun(ctx, sessionID, runID)
+	return spec.Model.Name
 }
 
 // runTimeout returns the agent's run timeout, or a day when unset.

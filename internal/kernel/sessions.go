@@ -202,7 +202,11 @@ func (k *Kernel) ListSessions(ctx context.Context, req ListSessions) (Page[sessi
 	if err != nil {
 		return Page[session.Session]{}, err
 	}
-	before, err := decodeCursor(req.Page.Cursor)
+	place, err := decodeCursor(req.Page.Cursor)
+	if err != nil {
+		return Page[session.Session]{}, err
+	}
+	after, err := sessionCursor(place)
 	if err != nil {
 		return Page[session.Session]{}, err
 	}
@@ -211,12 +215,12 @@ func (k *Kernel) ListSessions(ctx context.Context, req ListSessions) (Page[sessi
 	}
 	items, err := k.store.ListSessions(ctx, SessionQuery{
 		Tenant: TenantFrom(ctx), Agent: req.Agent, State: req.State, ParentID: req.ParentID,
-		Before: before, Limit: limit + 1,
+		After: after, Limit: limit + 1,
 	})
 	if err != nil {
 		return Page[session.Session]{}, fmt.Errorf("list sessions: %w", err)
 	}
-	return paginate(items, limit, func(s session.Session) string { return s.ID }), nil
+	return paginate(items, limit, sessionPlace), nil
 }
 
 // Children returns a page of the direct children of session id.
@@ -229,24 +233,27 @@ func (k *Kernel) Children(ctx context.Context, id string, page PageRequest) (Pag
 
 // UpdateSession changes a session's name or metadata.
 func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) (session.Session, error) {
-	unlock := k.lockSession(id)
-	defer unlock()
-	s, err := k.GetSession(ctx, id)
+	if _, err := k.GetSession(ctx, id); err != nil {
+		return session.Session{}, err
+	}
+	var out session.Session
+	err := k.updateSession(ctx, id, func(s *session.Session) error {
+		if u.Name != nil {
+			s.Name = *u.Name
+		}
+		s.Metadata = mergeMetadata(s.Metadata, u.Metadata)
+		if err := k.validateSessionFields(s.Name, s.Metadata); err != nil {
+			return err
+		}
+		s.UpdatedAt = k.now().UTC()
+		out = *s
+		return nil
+	})
 	if err != nil {
 		return session.Session{}, err
 	}
-	if u.Name != nil {
-		s.Name = *u.Name
-	}
-	s.Metadata = mergeMetadata(s.Metadata, u.Metadata)
-	if err := k.validateSessionFields(s.Name, s.Metadata); err != nil {
-		return session.Session{}, err
-	}
-	s.UpdatedAt = k.now().UTC()
-	if err := k.store.UpdateSession(ctx, s); err != nil {
-		return session.Session{}, fmt.Errorf("update session: %w", err)
-	}
-	return s, nil
+	out.Version++
+	return out, nil
 }
 
 // mergeMetadata applies a patch to m: nil values delete keys.

@@ -231,15 +231,12 @@ func (k *Kernel) awaitChild(ctx context.Context, sessionID, runID string) (strin
 			k.log.Error("close child session", "session", sessionID, "err", err)
 		}
 	}()
-	if err := k.waitRunEnd(ctx, sessionID, runID); err != nil {
+	run, err := k.waitRun(ctx, sessionID, runID, ended)
+	if err != nil {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.limits.ToolTimeout)
 		defer cancel()
-		_ = k.stopActive(stopCtx, sessionID, runID, errCancelled) // logged by the child's run
+		_, _ = k.cancelRun(stopCtx, run) // logged by the child's run
 		return "", errors.New("cancelled with its parent run")
-	}
-	run, err := k.store.GetRun(ctx, sessionID, runID)
-	if err != nil {
-		return "", fmt.Errorf("get run: %w", err)
 	}
 	if run.State != session.RunSucceeded {
 		if run.Error != nil {
@@ -252,21 +249,4 @@ func (k *Kernel) awaitChild(ctx context.Context, sessionID, runID string) (strin
 		return "", fmt.Errorf("read its answer: %w", err)
 	}
 	return last[0].Content, nil
-}
-
-// waitRunEnd waits until run runID of session sessionID is no longer the
-// session's active run, or ctx ends.
-func (k *Kernel) waitRunEnd(ctx context.Context, sessionID, runID string) error {
-	k.mu.Lock()
-	ar := k.active[sessionID]
-	k.mu.Unlock()
-	if ar == nil || ar.runID != runID {
-		return ctx.Err()
-	}
-	select {
-	case <-ar.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -19,6 +19,7 @@ type Store interface {
 	MessageStore
 	MemoryStore
 	EventLog
+	LeaseStore
 	// Ping reports whether the store can serve requests.
 	Ping(ctx context.Context) error
 }
@@ -32,37 +33,46 @@ type SessionStore interface {
 	CreateSession(ctx context.Context, s session.Session) error
 	GetSession(ctx context.Context, id string) (session.Session, error)
 	// UpdateSession replaces the stored session with s, except LastSeq,
-	// which only AppendEvents moves.
+	// which only AppendEvents moves, if the stored Version is s.Version;
+	// the stored Version becomes s.Version+1. Otherwise it changes nothing
+	// and returns session.ErrStale.
 	UpdateSession(ctx context.Context, s session.Session) error
-	// DeleteSession removes the session with its runs, messages, memory
-	// and events. It does not touch child sessions.
+	// DeleteSession removes the session with its runs, messages, memory,
+	// events and lease. It does not touch child sessions.
 	DeleteSession(ctx context.Context, id string) error
-	// ListSessions returns matching sessions, newest (largest id) first.
+	// ListSessions returns matching sessions, most recently created first.
 	ListSessions(ctx context.Context, q SessionQuery) ([]session.Session, error)
 }
 
 // RunStore persists runs.
 type RunStore interface {
-	// CreateRun stores a new run of an existing session.
-	CreateRun(ctx context.Context, r session.Run) error
+	// CreateRun stores a new run of an existing session. A run id the
+	// session already has is ErrConflict (session.RunExists). The checks
+	// of c are made atomically with the insert: a taken idempotency key
+	// is a *session.DuplicateRunError carrying the run that took it, a
+	// full queue ErrExhausted (session.QueueFull).
+	CreateRun(ctx context.Context, r session.Run, c session.RunConstraints) error
 	GetRun(ctx context.Context, sessionID, runID string) (session.Run, error)
+	// UpdateRun replaces the stored run with r under UpdateSession's
+	// version rule.
 	UpdateRun(ctx context.Context, r session.Run) error
-	// ListRuns returns a session's runs newest first; before, when not
-	// empty, is a run id and only older runs are listed.
-	ListRuns(ctx context.Context, sessionID, before string, limit int) ([]session.Run, error)
 	// FindRunByIdempotencyKey returns the newest run of the session created
 	// with key at or after since.
 	FindRunByIdempotencyKey(ctx context.Context, sessionID, key string, since time.Time) (session.Run, error)
+	// ListRuns returns a session's runs matching q, most recently created
+	// first.
+	ListRuns(ctx context.Context, sessionID string, q session.RunQuery) ([]session.Run, error)
 	// ListRunsByState returns every run, of any session, in one of states,
-	// oldest first. Startup recovery uses it.
+	// oldest first. Recovery and take-over use it.
 	ListRunsByState(ctx context.Context, states ...session.RunState) ([]session.Run, error)
 }
 
 // MessageStore persists the conversation history.
 type MessageStore interface {
-	// AppendMessages adds messages to the end of their sessions' histories,
-	// assigning each its Position.
-	AppendMessages(ctx context.Context, msgs ...session.Message) error
+	// AppendMessages adds messages to the end of their session's history,
+	// assigning each its Position, while the session's lease is held with
+	// token (see EventLog.AppendEvents).
+	AppendMessages(ctx context.Context, token int64, msgs ...session.Message) error
 	// ListMessages returns messages with Position > after, oldest first.
 	ListMessages(ctx context.Context, sessionID string, after int64, limit int) ([]session.Message, error)
 	// RecentMessages returns the last n messages, oldest first.
@@ -83,14 +93,36 @@ type MemoryStore interface {
 // EventLog is the durable per-session event log, the source of truth for
 // every stream.
 type EventLog interface {
-	// AppendEvents appends events of one session. It gives each the next
-	// seq of that session (strictly increasing, no gaps), writes them in
-	// place, advances the session's LastSeq, and returns only once the
-	// batch is durable. Either the whole batch is appended or none of it.
-	AppendEvents(ctx context.Context, evs []session.Event) error
+	// AppendEvents appends events of one session while the session's lease
+	// is held with token, checked atomically with the append; otherwise it
+	// appends nothing and returns session.ErrFenced. It gives each event
+	// the next seq of that session (strictly increasing, no gaps), writes
+	// them in place, advances the session's LastSeq, and returns only once
+	// the batch is durable. Either the whole batch is appended or none of
+	// it.
+	AppendEvents(ctx context.Context, token int64, evs []session.Event) error
 	// ReadEvents returns a session's events with seq > after in seq order;
 	// limit <= 0 means all of them.
 	ReadEvents(ctx context.Context, sessionID string, after int64, limit int) ([]session.Event, error)
+}
+
+// LeaseStore grants the right to run a session's runs: a replica appends
+// to a session only while it holds the session's lease, and every append
+// carries the lease's fencing token, so a replica that lost its lease
+// (paused, partitioned) can never append again. A store used by one
+// process grants them from memory.
+type LeaseStore interface {
+	// AcquireLease claims session id for holder until ttl passes. It
+	// returns the lease's fencing token, greater than any token given
+	// before for that session. Another live lease is
+	// session.ErrLeaseHeld; a missing session is not found.
+	AcquireLease(ctx context.Context, sessionID, holder string, ttl time.Duration) (token int64, err error)
+	// RenewLease extends the lease held with token to ttl from now; a lease
+	// no longer held with token (expired, released, taken) is
+	// session.ErrFenced.
+	RenewLease(ctx context.Context, sessionID string, token int64, ttl time.Duration) error
+	// ReleaseLease ends the lease if it is still held with token.
+	ReleaseLease(ctx context.Context, sessionID string, token int64) error
 }
 
 // Observer sees what the kernel emits once the event log has made it

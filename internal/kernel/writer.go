@@ -26,6 +26,7 @@ const maxPending = 4096
 type eventWriter struct {
 	k                *Kernel
 	ctx              context.Context // not cancelled with the run: its end must be recorded
+	token            int64           // the session's lease: appends are fenced by it
 	sessionID, runID string
 
 	mu      sync.Mutex
@@ -39,8 +40,8 @@ type eventWriter struct {
 	done    chan struct{} // closed when the goroutine exits
 }
 
-func newEventWriter(k *Kernel, ctx context.Context, sessionID, runID string) *eventWriter {
-	w := &eventWriter{k: k, ctx: ctx, sessionID: sessionID, runID: runID, done: make(chan struct{})}
+func newEventWriter(k *Kernel, ctx context.Context, token int64, sessionID, runID string) *eventWriter {
+	w := &eventWriter{k: k, ctx: ctx, token: token, sessionID: sessionID, runID: runID, done: make(chan struct{})}
 	w.cond = sync.NewCond(&w.mu)
 	go w.loop()
 	return w
@@ -114,7 +115,7 @@ func (w *eventWriter) loop() {
 		if !ok {
 			return
 		}
-		err := w.k.append(w.ctx, batch)
+		err := w.k.append(w.ctx, w.token, batch)
 		w.mu.Lock()
 		w.busy = false
 		if err != nil && w.err == nil {

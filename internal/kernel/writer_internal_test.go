@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/llm"
@@ -23,7 +24,7 @@ type gatedStore struct {
 	fail    error
 }
 
-func (s *gatedStore) AppendEvents(ctx context.Context, evs []session.Event) error {
+func (s *gatedStore) AppendEvents(ctx context.Context, token int64, evs []session.Event) error {
 	<-s.gate
 	s.mu.Lock()
 	s.batches = append(s.batches, len(evs))
@@ -32,10 +33,12 @@ func (s *gatedStore) AppendEvents(ctx context.Context, evs []session.Event) erro
 	if fail != nil {
 		return fail
 	}
-	return s.Store.AppendEvents(ctx, evs)
+	return s.Store.AppendEvents(ctx, token, evs)
 }
 
-func newWriterKernel(t *testing.T, st Store) (*Kernel, string) {
+// newWriterKernel returns a kernel on st with one session, and the token of
+// that session's lease, which the test holds.
+func newWriterKernel(t *testing.T, st Store) (*Kernel, string, int64) {
 	t.Helper()
 	reg, err := agents.NewRegistry(agents.Options{}, agents.Spec{Name: "a", Provider: nopProvider{}})
 	if err != nil {
@@ -50,15 +53,19 @@ func newWriterKernel(t *testing.T, st Store) (*Kernel, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return k, s.ID
+	token, err := st.AcquireLease(t.Context(), s.ID, "test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, s.ID, token
 }
 
 // TestEventWriter_Coalesces: events written while an append commits go
 // into the next append together, in order, with gapless seqs.
 func TestEventWriter_Coalesces(t *testing.T) {
 	st := &gatedStore{Store: memory.New(), gate: make(chan struct{})}
-	k, id := newWriterKernel(t, st)
-	w := newEventWriter(k, context.Background(), id, "r1")
+	k, id, token := newWriterKernel(t, st)
+	w := newEventWriter(k, context.Background(), token, id, "r1")
 	for i := range 10 {
 		if err := w.write(session.TextMessageContent("m", string(rune('a'+i)))); err != nil {
 			t.Fatal(err)
@@ -88,8 +95,8 @@ func TestEventWriter_Coalesces(t *testing.T) {
 func TestEventWriter_FailureIsFinal(t *testing.T) {
 	broken := errors.New("disk full")
 	st := &gatedStore{Store: memory.New(), gate: make(chan struct{}), fail: broken}
-	k, id := newWriterKernel(t, st)
-	w := newEventWriter(k, context.Background(), id, "r1")
+	k, id, token := newWriterKernel(t, st)
+	w := newEventWriter(k, context.Background(), token, id, "r1")
 	_ = w.write(session.TextMessageContent("m", "a"))
 	close(st.gate)
 	if _, err := w.flush(); !errors.Is(err, broken) {

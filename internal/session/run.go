@@ -1,6 +1,7 @@
 package session
 
 import (
+	"slices"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
@@ -18,16 +19,20 @@ const (
 	RunFailed       RunState = "failed"
 	RunCancelled    RunState = "cancelled"
 	RunInterrupted  RunState = "interrupted"
+	// RunSteered is a run posted with if_busy steer whose input joined the
+	// active run (RunExt.SteeredInto) instead of running on its own.
+	RunSteered RunState = "steered"
 )
 
 var runTransitions = map[RunState][]RunState{
-	RunQueued:       {RunRunning, RunCancelled},
+	RunQueued:       {RunRunning, RunCancelled, RunSteered, RunFailed},
 	RunRunning:      {RunWaitingInput, RunSucceeded, RunFailed, RunCancelled, RunInterrupted},
 	RunWaitingInput: {RunRunning, RunFailed, RunCancelled, RunInterrupted},
 	RunSucceeded:    nil,
 	RunFailed:       nil,
 	RunCancelled:    nil,
 	RunInterrupted:  nil,
+	RunSteered:      nil,
 }
 
 // Valid reports whether s is a known run state.
@@ -90,6 +95,68 @@ type Run struct {
 	Usage          Usage
 	StartSeq       int64 // seq of its RUN_STARTED
 	EndSeq         int64 // seq of its RUN_FINISHED or RUN_ERROR
+	// Version counts the updates of the record, as Session.Version does.
+	Version int64
+
+	RunExt
+}
+
+// RunExt holds the run's fields that no query selects by: a store keeps
+// them as one JSON document, so adding one needs no migration.
+type RunExt struct {
+	// IfBusy is the busy policy the run was posted with, when a run was
+	// active: "queue", "interrupt" or "steer".
+	IfBusy string `json:"if_busy,omitempty"`
+	// SteeredInto is the run this one's input joined, for a steer that
+	// reached the active run before its next model call.
+	SteeredInto string `json:"steered_into,omitempty"`
+	// CancelRequested asks the replica running the run to cancel it.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// Decisions are approval decisions made for the run's tool calls, in
+	// the order they were made; the run applies each once.
+	Decisions []Decision `json:"decisions,omitempty"`
+	// Model is the model the run used.
+	Model string `json:"model,omitempty"`
+	// Overrides are the model settings chosen for this run alone.
+	Overrides *Overrides `json:"overrides,omitempty"`
+}
+
+// Decision is a person's answer to a tool call awaiting approval.
+type Decision struct {
+	ToolCallID string    `json:"tool_call_id"`
+	Approve    bool      `json:"approve"`
+	Reason     string    `json:"reason,omitempty"`
+	At         time.Time `json:"at"`
+}
+
+// Clone returns a copy of r sharing no memory with it.
+func (r Run) Clone() Run {
+	if r.Error != nil {
+		e := *r.Error
+		r.Error = &e
+	}
+	r.Decisions = slices.Clone(r.Decisions)
+	r.Overrides = r.Overrides.Clone()
+	return r
+}
+
+// Decided returns the decision made for tool call id, if any.
+func (r *Run) Decided(toolCallID string) (Decision, bool) {
+	for _, d := range r.Decisions {
+		if d.ToolCallID == toolCallID {
+			return d, true
+		}
+	}
+	return Decision{}, false
+}
+
+// RunQuery selects a session's runs in a listing, newest (most recently
+// created) first.
+type RunQuery struct {
+	// Before is a run id: only runs created before it are listed.
+	Before string
+	Limit  int        // at most this many; 0 means no limit
+	States []RunState // only runs in one of these; empty means any
 }
 
 // Transition moves r to state to at time now, or reports why it cannot.

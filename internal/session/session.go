@@ -7,6 +7,8 @@
 package session
 
 import (
+	"bytes"
+	"encoding/json"
 	"maps"
 	"time"
 
@@ -81,6 +83,54 @@ type Session struct {
 	// InheritMemory says how a child session got its memory: "none" or
 	// "copy" (of its parent's at creation); "" for a root session.
 	InheritMemory string
+	// ForkedFrom is the session this one was forked from, if any.
+	ForkedFrom string
+	// Version counts the updates of the record: a store updates it only
+	// from the version it was read at (see ErrStale), so two writers,
+	// possibly on two replicas, cannot silently undo each other's change.
+	Version int64
+
+	SessionExt
+}
+
+// SessionExt holds the session's fields that no query selects by: a store
+// keeps them as one JSON document, so adding one needs no migration.
+type SessionExt struct {
+	// ForkPosition is the position of the last message copied from
+	// ForkedFrom.
+	ForkPosition int64 `json:"fork_position,omitempty"`
+	// ClosedReason says why the session was closed, when a client said.
+	ClosedReason string `json:"closed_reason,omitempty"`
+	// AgentState is the session's AG-UI state, a JSON value.
+	AgentState json.RawMessage `json:"agent_state,omitempty"`
+	// Overrides are the model settings chosen for the session's runs.
+	Overrides *Overrides `json:"overrides,omitempty"`
+}
+
+// Overrides are model settings a client chose within what the agent
+// allows. Empty fields keep the agent's own.
+type Overrides struct {
+	Model           string   `json:"model,omitempty"`
+	ReasoningEffort string   `json:"reasoning_effort,omitempty"`
+	Temperature     *float64 `json:"temperature,omitempty"`
+	MaxTokens       *int     `json:"max_tokens,omitempty"`
+}
+
+// Clone returns a copy of o sharing no memory with it.
+func (o *Overrides) Clone() *Overrides {
+	if o == nil {
+		return nil
+	}
+	c := *o
+	if o.Temperature != nil {
+		t := *o.Temperature
+		c.Temperature = &t
+	}
+	if o.MaxTokens != nil {
+		m := *o.MaxTokens
+		c.MaxTokens = &m
+	}
+	return &c
 }
 
 // Transition moves s to state to at time now, or reports why it cannot.
@@ -97,22 +147,46 @@ func (s *Session) Transition(to State, now time.Time) error {
 	return nil
 }
 
-// Clone returns a copy of s that shares no maps with it.
+// Cursor is a place in a listing of sessions: the session that ends a page.
+type Cursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// Older reports whether s comes after c in a listing, newest first.
+func (c Cursor) Older(s *Session) bool {
+	if !s.CreatedAt.Equal(c.CreatedAt) {
+		return s.CreatedAt.Before(c.CreatedAt)
+	}
+	return s.ID < c.ID
+}
+
+// Clone returns a copy of s that shares no memory with it.
 func (s Session) Clone() Session {
 	s.Metadata = maps.Clone(s.Metadata)
+	s.AgentState = bytes.Clone(s.AgentState)
+	s.Overrides = s.Overrides.Clone()
 	return s
 }
 
-// Query selects sessions in a listing. Empty fields match all.
+// Query selects sessions in a listing, newest first: by CreatedAt, then
+// by id for sessions created at the same instant. Empty fields match all.
 type Query struct {
-	Tenant   string
-	Agent    string
-	State    State
-	ParentID string
-	// Before is a session id: only sessions with a smaller id are listed.
-	// Ids are UUIDv7, so this pages from newest to oldest.
-	Before string
-	Limit  int // at most this many; 0 means no limit
+	Tenant     string
+	Agent      string
+	State      State
+	ParentID   string
+	ForkedFrom string
+	// Metadata selects sessions holding every one of these entries.
+	Metadata map[string]string
+	// CreatedAfter and CreatedBefore, when set, bound CreatedAt
+	// (exclusive).
+	CreatedAfter, CreatedBefore time.Time
+	// After, when set, pages: only sessions that come after it in the
+	// listing's order (older ones) are listed. It is the last session of
+	// the previous page.
+	After *Cursor
+	Limit int // at most this many; 0 means no limit
 	// ExpiresBefore, when set, selects sessions whose ExpiresAt is set
 	// and earlier than it (retention closes them).
 	ExpiresBefore time.Time

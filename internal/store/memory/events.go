@@ -22,7 +22,8 @@ const (
 )
 
 // AppendEvents appends evs, all of one session, numbering them from the
-// session's LastSeq + 1. It writes each seq into evs and advances LastSeq.
+// session's LastSeq + 1, while the session's lease is held with token. It
+// writes each seq into evs and advances LastSeq.
 // Either the whole batch is appended or none of it: a batch that names more
 // than one session is ErrInvalid, an unknown session ErrNotFound.
 //
@@ -30,7 +31,7 @@ const (
 // numbering and the copy, and Data and Meta are copied into a per-session
 // arena instead of one allocation each. They are copied at all because
 // callers may reuse their buffers once AppendEvents returns.
-func (s *Store) AppendEvents(ctx context.Context, evs []session.Event) error {
+func (s *Store) AppendEvents(ctx context.Context, token int64, evs []session.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -42,6 +43,9 @@ func (s *Store) AppendEvents(ctx context.Context, evs []session.Event) error {
 		}
 	}
 	return s.write(id, func(rec *record) error {
+		if err := rec.fenced(token, s.now()); err != nil {
+			return err
+		}
 		for i := range evs {
 			rec.sess.LastSeq++
 			evs[i].Seq = rec.sess.LastSeq

@@ -7,7 +7,7 @@
 // stores what it is given.
 //
 // Locking: a store-wide RWMutex guards only the map from session id to
-// record (and the sorted id list); each record has its own RWMutex for
+// record (and the creation order); each record has its own RWMutex for
 // that session's data. Appending to one session therefore never waits on
 // another session's appends. When both are taken, the store lock comes
 // first; nothing takes it while holding a record lock.
@@ -18,6 +18,8 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/kerneld/kerneld/internal/session"
 )
@@ -26,26 +28,42 @@ import (
 // Every method is safe for concurrent use. Contexts are accepted for the
 // interface's sake and ignored: no operation blocks on I/O.
 type Store struct {
+	now func() time.Time // the clock leases expire by
+
 	mu       sync.RWMutex
 	sessions map[string]*record
-	ids      []string // every session id, ascending, for ListSessions paging
+	order    []*record // every session, oldest first (see session.Query)
+
+	tokens atomic.Int64 // the last fencing token given out, by any session
 }
 
 // record is one session with everything that belongs to it.
 type record struct {
 	mu      sync.RWMutex
-	deleted bool // set by DeleteSession so holders of a stale pointer fail
+	deleted bool           // set by DeleteSession so holders of a stale pointer fail
+	key     session.Cursor // its place in s.order; never changes
 	sess    session.Session
-	runs    []session.Run // ascending by id
+	runs    []session.Run  // in creation order
+	runAt   map[string]int // index in runs by run id
 	msgs    []session.Message
 	memory  map[string]session.MemoryEntry // nil until the first PutMemory
 	pages   [][]session.Event              // the log, paged: seq s is at index s-1
 	arena   []byte                         // backing store for events' Data and Meta
+	lease   lease
 }
 
-// New returns an empty store.
-func New() *Store {
-	return &Store{sessions: make(map[string]*record)}
+// lease is a session's lease; token 0 means none was ever given.
+type lease struct {
+	token   int64
+	expires time.Time
+}
+
+// New returns an empty store whose leases expire by the wall clock.
+func New() *Store { return NewWithClock(time.Now) }
+
+// NewWithClock returns an empty store whose leases expire by now.
+func NewWithClock(now func() time.Time) *Store {
+	return &Store{now: now, sessions: make(map[string]*record)}
 }
 
 // Close releases nothing: the store holds no resources beyond memory. It
@@ -96,13 +114,7 @@ func (s *Store) write(id string, fn func(*record) error) error {
 }
 
 // cloneRun returns r sharing no memory with the original.
-func cloneRun(r session.Run) session.Run {
-	if r.Error != nil {
-		e := *r.Error
-		r.Error = &e
-	}
-	return r
-}
+func cloneRun(r session.Run) session.Run { return r.Clone() }
 
 // cloneMessage returns m sharing no memory with the original.
 func cloneMessage(m session.Message) session.Message {

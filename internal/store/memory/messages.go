@@ -2,79 +2,35 @@ package memory
 
 import (
 	"context"
-	"slices"
-	"strings"
 
+	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
-// AppendMessages adds msgs to the end of their sessions' histories and
-// writes each one's Position into msgs. Messages may belong to several
-// sessions; either all are appended or, if any session is missing, none.
-func (s *Store) AppendMessages(ctx context.Context, msgs ...session.Message) error {
+// AppendMessages adds msgs, all of one session, to the end of its history
+// and writes each one's Position into msgs, while the session's lease is
+// held with token. A batch naming more than one session is ErrInvalid.
+func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	recs, err := s.lockForMessages(msgs)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		for _, rec := range recs {
-			rec.mu.Unlock()
-		}
-	}()
-	for i := range msgs {
-		rec := recs[msgs[i].SessionID]
-		msgs[i].Position = int64(len(rec.msgs)) + 1
-		rec.msgs = append(rec.msgs, cloneMessage(msgs[i]))
-	}
-	return nil
-}
-
-// lockForMessages write-locks the records of every session msgs name and
-// returns them by id; on error it holds no lock. It finds every record
-// before locking any, since taking the store lock while holding a record
-// lock could deadlock against ListSessions, and locks them in id order so
-// two calls naming the same sessions cannot deadlock either.
-func (s *Store) lockForMessages(msgs []session.Message) (map[string]*record, error) {
-	ids := make([]string, 0, 1)
-	for i := range msgs {
-		if !slices.Contains(ids, msgs[i].SessionID) {
-			ids = append(ids, msgs[i].SessionID)
+	id := msgs[0].SessionID
+	for i := 1; i < len(msgs); i++ {
+		if msgs[i].SessionID != id {
+			return errdefs.New(errdefs.ErrInvalid, "mixed_sessions",
+				"message batch mixes sessions %s and %s", id, msgs[i].SessionID)
 		}
 	}
-	slices.SortFunc(ids, strings.Compare)
-	recs, err := s.records(ids)
-	if err != nil {
-		return nil, err
-	}
-	for i, id := range ids {
-		recs[id].mu.Lock()
-		if recs[id].deleted {
-			for _, held := range ids[:i+1] {
-				recs[held].mu.Unlock()
-			}
-			return nil, session.SessionNotFound(id)
+	return s.write(id, func(rec *record) error {
+		if err := rec.fenced(token, s.now()); err != nil {
+			return err
 		}
-	}
-	return recs, nil
-}
-
-// records returns the records of sessions ids, or an error for the first
-// one missing.
-func (s *Store) records(ids []string) (map[string]*record, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	recs := make(map[string]*record, len(ids))
-	for _, id := range ids {
-		rec := s.sessions[id]
-		if rec == nil {
-			return nil, session.SessionNotFound(id)
+		for i := range msgs {
+			msgs[i].Position = int64(len(rec.msgs)) + 1
+			rec.msgs = append(rec.msgs, cloneMessage(msgs[i]))
 		}
-		recs[id] = rec
-	}
-	return recs, nil
+		return nil
+	})
 }
 
 // ListMessages returns a session's messages with Position > after, oldest

@@ -13,22 +13,46 @@ import (
 
 // findRun returns the index of run id in rec.runs and whether it is there.
 func (rec *record) findRun(id string) (int, bool) {
-	return slices.BinarySearchFunc(rec.runs, id, func(r session.Run, id string) int {
-		return strings.Compare(r.ID, id)
+	i, ok := rec.runAt[id]
+	return i, ok
+}
+
+// CreateRun stores a new run of an existing session, checking c with the
+// session's lock held; see kernel.RunStore.
+func (s *Store) CreateRun(ctx context.Context, r session.Run, c session.RunConstraints) error {
+	return s.write(r.SessionID, func(rec *record) error {
+		if _, ok := rec.findRun(r.ID); ok {
+			return session.RunExists(r.ID)
+		}
+		if err := rec.check(r, c); err != nil {
+			return err
+		}
+		if rec.runAt == nil {
+			rec.runAt = make(map[string]int)
+		}
+		rec.runAt[r.ID] = len(rec.runs)
+		rec.runs = append(rec.runs, cloneRun(r))
+		return nil
 	})
 }
 
-// CreateRun stores a new run of an existing session. A run id already used
-// in that session is ErrConflict.
-func (s *Store) CreateRun(ctx context.Context, r session.Run) error {
-	return s.write(r.SessionID, func(rec *record) error {
-		i, ok := rec.findRun(r.ID)
-		if ok {
-			return errdefs.New(errdefs.ErrConflict, "run_exists", "run %s already exists", r.ID)
+// check applies a new run's constraints to the session's runs.
+func (rec *record) check(r session.Run, c session.RunConstraints) error {
+	queued := 0
+	for i := len(rec.runs) - 1; i >= 0; i-- {
+		old := &rec.runs[i]
+		if r.IdempotencyKey != "" && !c.IdempotentSince.IsZero() &&
+			old.IdempotencyKey == r.IdempotencyKey && !old.CreatedAt.Before(c.IdempotentSince) {
+			return &session.DuplicateRunError{Run: cloneRun(*old)}
 		}
-		rec.runs = slices.Insert(rec.runs, i, cloneRun(r))
-		return nil
-	})
+		if old.State == session.RunQueued {
+			queued++
+		}
+	}
+	if c.MaxQueued > 0 && r.State == session.RunQueued && queued >= c.MaxQueued {
+		return session.QueueFull(r.SessionID, c.MaxQueued)
+	}
+	return nil
 }
 
 // GetRun returns run runID of session sessionID.
@@ -45,29 +69,39 @@ func (s *Store) GetRun(ctx context.Context, sessionID, runID string) (session.Ru
 	return out, err
 }
 
-// UpdateRun replaces the stored run with r.
+// UpdateRun replaces the stored run with r if it is still at r.Version;
+// see kernel.RunStore.
 func (s *Store) UpdateRun(ctx context.Context, r session.Run) error {
 	return s.write(r.SessionID, func(rec *record) error {
 		i, ok := rec.findRun(r.ID)
 		if !ok {
 			return session.RunNotFound(r.ID)
 		}
+		if rec.runs[i].Version != r.Version {
+			return session.ErrStale
+		}
 		rec.runs[i] = cloneRun(r)
+		rec.runs[i].Version++
 		return nil
 	})
 }
 
-// ListRuns returns a session's runs newest first, only those older than
-// before when it is not empty, at most limit of them when limit > 0.
-func (s *Store) ListRuns(ctx context.Context, sessionID, before string, limit int) ([]session.Run, error) {
+// ListRuns returns a session's runs matching q, most recently created
+// first.
+func (s *Store) ListRuns(ctx context.Context, sessionID string, q session.RunQuery) ([]session.Run, error) {
 	var out []session.Run
 	err := s.read(sessionID, func(rec *record) error {
 		end := len(rec.runs)
-		if before != "" {
-			end, _ = rec.findRun(before)
+		if q.Before != "" {
+			var ok bool
+			if end, ok = rec.findRun(q.Before); !ok {
+				return nil
+			}
 		}
-		for i := end - 1; i >= 0 && (limit <= 0 || len(out) < limit); i-- {
-			out = append(out, cloneRun(rec.runs[i]))
+		for i := end - 1; i >= 0 && (q.Limit <= 0 || len(out) < q.Limit); i-- {
+			if len(q.States) == 0 || slices.Contains(q.States, rec.runs[i].State) {
+				out = append(out, cloneRun(rec.runs[i]))
+			}
 		}
 		return nil
 	})

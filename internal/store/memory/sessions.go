@@ -1,8 +1,10 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
@@ -12,7 +14,7 @@ import (
 // new session's LastSeq is 0 whatever sess says: only AppendEvents
 // moves it, and the log holds exactly LastSeq events.
 func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
-	rec := &record{sess: sess.Clone()}
+	rec := &record{sess: sess.Clone(), key: session.Cursor{CreatedAt: sess.CreatedAt, ID: sess.ID}}
 	rec.sess.LastSeq = 0
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -20,8 +22,8 @@ func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
 		return errdefs.New(errdefs.ErrConflict, "session_exists", "session %s already exists", sess.ID)
 	}
 	s.sessions[sess.ID] = rec
-	i, _ := slices.BinarySearch(s.ids, sess.ID)
-	s.ids = slices.Insert(s.ids, i, sess.ID)
+	i, _ := s.place(rec.key)
+	s.order = slices.Insert(s.order, i, rec)
 	return nil
 }
 
@@ -35,12 +37,17 @@ func (s *Store) GetSession(ctx context.Context, id string) (session.Session, err
 	return out, err
 }
 
-// UpdateSession replaces the stored session with sess, keeping its LastSeq.
+// UpdateSession replaces the stored session with sess, keeping its
+// LastSeq, if it is still at sess.Version; see kernel.SessionStore.
 func (s *Store) UpdateSession(ctx context.Context, sess session.Session) error {
 	return s.write(sess.ID, func(rec *record) error {
+		if rec.sess.Version != sess.Version {
+			return session.ErrStale
+		}
 		lastSeq := rec.sess.LastSeq
 		rec.sess = sess.Clone()
 		rec.sess.LastSeq = lastSeq
+		rec.sess.Version++
 		return nil
 	})
 }
@@ -55,8 +62,8 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		return session.SessionNotFound(id)
 	}
 	delete(s.sessions, id)
-	if i, ok := slices.BinarySearch(s.ids, id); ok {
-		s.ids = slices.Delete(s.ids, i, i+1)
+	if i, ok := s.place(rec.key); ok {
+		s.order = slices.Delete(s.order, i, i+1)
 	}
 	s.mu.Unlock()
 
@@ -64,21 +71,29 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	defer rec.mu.Unlock()
 	rec.deleted = true
 	// Drop the data now rather than when the last stale pointer goes.
-	rec.runs, rec.msgs, rec.memory, rec.pages, rec.arena = nil, nil, nil, nil, nil
+	rec.runs, rec.runAt, rec.msgs, rec.memory, rec.pages, rec.arena = nil, nil, nil, nil, nil, nil
 	return nil
 }
 
-// ListSessions returns the sessions matching q, newest (largest id) first.
+// place returns where the session at c is, or goes, in s.order; s.mu is
+// held.
+func (s *Store) place(c session.Cursor) (int, bool) {
+	return slices.BinarySearchFunc(s.order, c, func(rec *record, c session.Cursor) int {
+		return cmp.Or(rec.key.CreatedAt.Compare(c.CreatedAt), strings.Compare(rec.key.ID, c.ID))
+	})
+}
+
+// ListSessions returns the sessions matching q, newest first.
 func (s *Store) ListSessions(ctx context.Context, q session.Query) ([]session.Session, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	end := len(s.ids)
-	if q.Before != "" {
-		end, _ = slices.BinarySearch(s.ids, q.Before)
+	end := len(s.order)
+	if q.After != nil {
+		end, _ = s.place(*q.After)
 	}
 	var out []session.Session
 	for i := end - 1; i >= 0 && (q.Limit <= 0 || len(out) < q.Limit); i-- {
-		if sess, ok := s.sessions[s.ids[i]].match(q); ok {
+		if sess, ok := s.order[i].match(q); ok {
 			out = append(out, sess)
 		}
 	}
@@ -94,16 +109,30 @@ func (rec *record) match(q session.Query) (session.Session, bool) {
 		(q.Agent != "" && sess.Agent != q.Agent) ||
 		(q.State != "" && sess.State != q.State) ||
 		(q.ParentID != "" && sess.ParentID != q.ParentID) ||
-		!matchRetention(sess, q) {
+		(q.ForkedFrom != "" && sess.ForkedFrom != q.ForkedFrom) ||
+		!matchMetadata(sess.Metadata, q.Metadata) || !matchTimes(sess, q) {
 		return session.Session{}, false
 	}
 	return sess.Clone(), true
 }
 
-// matchRetention reports whether sess passes q's retention filters: a
-// session that never expires fails ExpiresBefore.
-func matchRetention(sess *session.Session, q session.Query) bool {
-	if !q.ExpiresBefore.IsZero() && (sess.ExpiresAt.IsZero() || !sess.ExpiresAt.Before(q.ExpiresBefore)) {
+// matchMetadata reports whether md holds every entry of want.
+func matchMetadata(md, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := md[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// matchTimes reports whether sess passes q's time filters: a session that
+// never expires fails ExpiresBefore.
+func matchTimes(sess *session.Session, q session.Query) bool {
+	switch {
+	case !q.CreatedAfter.IsZero() && !sess.CreatedAt.After(q.CreatedAfter),
+		!q.CreatedBefore.IsZero() && !sess.CreatedAt.Before(q.CreatedBefore),
+		!q.ExpiresBefore.IsZero() && (sess.ExpiresAt.IsZero() || !sess.ExpiresAt.Before(q.ExpiresBefore)):
 		return false
 	}
 	return q.UpdatedBefore.IsZero() || sess.UpdatedAt.Before(q.UpdatedBefore)

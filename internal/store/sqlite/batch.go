@@ -25,22 +25,32 @@ const (
 	stmtCountMemory
 	stmtPutMemory
 	stmtDeleteMemory
+	stmtClearMetadata
+	stmtInsertMetadata
+	stmtCountQueued
+	stmtFindRunByKey
+	stmtRunExists
 	numStmts
 )
 
 var stmtSQL = [numStmts]string{
-	stmtLoadSeq:       `SELECT last_seq FROM sessions WHERE id = ?`,
-	stmtSessionExists: `SELECT 1 FROM sessions WHERE id = ?`,
-	stmtCreateSession: createSessionSQL,
-	stmtUpdateSession: updateSessionSQL,
-	stmtDeleteSession: `DELETE FROM sessions WHERE id = ?`,
-	stmtCreateRun:     createRunSQL,
-	stmtUpdateRun:     updateRunSQL,
-	stmtLastPosition:  lastPositionSQL,
-	stmtInsertMessage: insertMessageSQL,
-	stmtCountMemory:   countMemorySQL,
-	stmtPutMemory:     putMemorySQL,
-	stmtDeleteMemory:  `DELETE FROM memory WHERE session_id = ? AND key = ?`,
+	stmtLoadSeq:        `SELECT last_seq FROM sessions WHERE id = ?`,
+	stmtSessionExists:  `SELECT 1 FROM sessions WHERE id = ?`,
+	stmtCreateSession:  createSessionSQL,
+	stmtUpdateSession:  updateSessionSQL,
+	stmtDeleteSession:  `DELETE FROM sessions WHERE id = ?`,
+	stmtCreateRun:      createRunSQL,
+	stmtUpdateRun:      updateRunSQL,
+	stmtLastPosition:   lastPositionSQL,
+	stmtInsertMessage:  insertMessageSQL,
+	stmtCountMemory:    countMemorySQL,
+	stmtPutMemory:      putMemorySQL,
+	stmtDeleteMemory:   `DELETE FROM memory WHERE session_id = ? AND key = ?`,
+	stmtClearMetadata:  clearMetadataSQL,
+	stmtInsertMetadata: insertMetadataSQL,
+	stmtCountQueued:    `SELECT count(*) FROM runs WHERE session_id = ? AND state = 'queued'`,
+	stmtFindRunByKey:   findRunByKeySQL,
+	stmtRunExists:      `SELECT 1 FROM runs WHERE session_id = ? AND id = ?`,
 }
 
 // batchTx is the writer's transaction for one batch, with what the batch
@@ -65,6 +75,8 @@ type batchTx struct {
 	// lastSeq holds sessions.last_seq of recently written sessions across
 	// batches. Only the writer writes, so it stays true to the database.
 	lastSeq map[string]int64
+
+	leases *leaseTable // fences appends
 }
 
 func (tx *batchTx) init() {

@@ -11,8 +11,9 @@ import (
 )
 
 // AppendEvents appends evs, all of one session, numbering them from the
-// session's LastSeq + 1, and writes each seq into evs once the batch is
-// committed. Either the whole call is appended or none of it: a call that
+// session's LastSeq + 1, while the session's lease is held with token, and
+// writes each seq into evs once the batch is committed. The lease is
+// checked in the transaction that appends them. Either the whole call is appended or none of it: a call that
 // names more than one session is ErrInvalid, an unknown session
 // ErrNotFound, and after Close it is ErrUnavailable.
 //
@@ -25,7 +26,7 @@ import (
 // taken, the transaction decides, and AppendEvents waits for it and
 // reports its outcome even if ctx has ended meanwhile: it never reports a
 // failure for events that were appended.
-func (s *Store) AppendEvents(ctx context.Context, evs []session.Event) error {
+func (s *Store) AppendEvents(ctx context.Context, token int64, evs []session.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -35,7 +36,7 @@ func (s *Store) AppendEvents(ctx context.Context, evs []session.Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	r := &writeReq{evs: evs, done: make(chan struct{})}
+	r := &writeReq{evs: evs, token: token, done: make(chan struct{})}
 	if err := s.enqueue(ctx, r); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -22,15 +23,20 @@ const lastPositionSQL = `SELECT (SELECT coalesce(max(position), 0) FROM messages
 const insertMessageSQL = `INSERT INTO messages (` + messageColumns + `)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// AppendMessages adds msgs to the end of their sessions' histories and
-// writes each one's Position into msgs. Messages may belong to several
-// sessions; either all are appended or, if any session is missing, none.
-func (s *Store) AppendMessages(ctx context.Context, msgs ...session.Message) error {
+// AppendMessages adds msgs, all of one session, to the end of its history
+// while its lease is held with token, and writes each one's Position into
+// msgs. A batch naming more than one session is ErrInvalid.
+func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
+	id := msgs[0].SessionID
 	calls := make([]any, len(msgs))
 	for i := range msgs {
+		if msgs[i].SessionID != id {
+			return errdefs.New(errdefs.ErrInvalid, "mixed_sessions",
+				"message batch mixes sessions %s and %s", id, msgs[i].SessionID)
+		}
 		var err error
 		if calls[i], err = encodeToolCalls(msgs[i].ToolCalls); err != nil {
 			return fmt.Errorf("append message %s: %w", msgs[i].ID, err)
@@ -39,6 +45,9 @@ func (s *Store) AppendMessages(ctx context.Context, msgs ...session.Message) err
 	// msgs is untouched until the messages are committed.
 	positions := make([]int64, len(msgs))
 	err := s.write(ctx, func(tx *batchTx) (own, err error) {
+		if err := tx.leases.fenced(id, token); err != nil {
+			return err, nil
+		}
 		return tx.appendMessages(msgs, calls, positions)
 	})
 	if err != nil {
@@ -50,30 +59,23 @@ func (s *Store) AppendMessages(ctx context.Context, msgs ...session.Message) err
 	return nil
 }
 
-// appendMessages inserts msgs, with their encoded tool calls, after their
-// sessions' last messages, and puts the positions it gave them in
-// positions. Every session is looked up before anything is inserted, so a
-// missing one leaves nothing behind.
+// appendMessages inserts msgs, of one session, with their encoded tool
+// calls, after the session's last message, and puts the positions it gave
+// them in positions.
 func (tx *batchTx) appendMessages(msgs []session.Message, calls []any, positions []int64) (own, err error) {
-	last := make(map[string]int64, 1) // the last position per session
-	for i := range msgs {
-		id := msgs[i].SessionID
-		if _, ok := last[id]; ok {
-			continue
-		}
-		err := tx.queryRow(stmtLastPosition, id).Scan(&positions[i])
-		if errors.Is(err, sql.ErrNoRows) {
-			return session.SessionNotFound(id), nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("append messages: last position of session %s: %w", id, err)
-		}
-		last[id] = positions[i]
+	id := msgs[0].SessionID
+	var last int64
+	err = tx.queryRow(stmtLastPosition, id).Scan(&last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return session.SessionNotFound(id), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("append messages: last position of session %s: %w", id, err)
 	}
 	for i := range msgs {
 		m := &msgs[i]
-		last[m.SessionID]++
-		positions[i] = last[m.SessionID]
+		last++
+		positions[i] = last
 		_, err := tx.exec(stmtInsertMessage, m.SessionID, positions[i], m.ID, m.RunID, string(m.Role),
 			m.Content, calls[i], m.ToolCallID, m.IsError, micros(m.CreatedAt))
 		if err != nil {

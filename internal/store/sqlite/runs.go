@@ -14,37 +14,69 @@ import (
 
 // runColumns is the column list scanRun reads, in its order.
 const runColumns = `session_id, id, state, input, idempotency_key, created_at, started_at,
-	ended_at, error_code, error_message, input_tokens, output_tokens, start_seq, end_seq`
+	ended_at, error_code, error_message, input_tokens, output_tokens, start_seq, end_seq, version, ext`
 
 // createRunSQL inserts a run only if its session exists and its id is
 // free there; only when it inserts nothing is it worth asking which check
 // failed.
 const createRunSQL = `INSERT INTO runs (` + runColumns + `)
-	SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+	SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 	WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?) ON CONFLICT DO NOTHING`
 
-// updateRunSQL replaces every column of a run but its keys.
+// updateRunSQL replaces every column of a run but its keys, if it is still
+// at the version it was read at, and moves its version on.
 const updateRunSQL = `UPDATE runs SET state = ?, input = ?, idempotency_key = ?, created_at = ?,
 	started_at = ?, ended_at = ?, error_code = ?, error_message = ?, input_tokens = ?,
-	output_tokens = ?, start_seq = ?, end_seq = ? WHERE session_id = ? AND id = ?`
+	output_tokens = ?, start_seq = ?, end_seq = ?, ext = ?, version = version + 1
+	WHERE session_id = ? AND id = ? AND version = ?`
 
-// CreateRun stores a new run of an existing session. A run id already
-// used in that session is ErrConflict.
-func (s *Store) CreateRun(ctx context.Context, r session.Run) error {
+// CreateRun stores a new run of an existing session, checking c in the
+// same transaction; see kernel.RunStore.
+func (s *Store) CreateRun(ctx context.Context, r session.Run, c session.RunConstraints) error {
 	code, msg := runErrorArgs(r.Error)
+	ext, err := encodeExt(r.RunExt, session.RunExt{})
+	if err != nil {
+		return fmt.Errorf("create run %s: %w", r.ID, err)
+	}
 	return s.write(ctx, func(tx *batchTx) (own, err error) {
+		if own, err := tx.checkRun(r, c); own != nil || err != nil {
+			return own, err
+		}
 		created, err := tx.exec(stmtCreateRun, r.SessionID, r.ID, string(r.State), r.Input,
 			r.IdempotencyKey, micros(r.CreatedAt), nullMicros(r.StartedAt), nullMicros(r.EndedAt),
-			code, msg, r.Usage.InputTokens, r.Usage.OutputTokens, r.StartSeq, r.EndSeq, r.SessionID)
+			code, msg, r.Usage.InputTokens, r.Usage.OutputTokens, r.StartSeq, r.EndSeq, r.Version, ext,
+			r.SessionID)
 		if err != nil {
 			return nil, fmt.Errorf("create run %s: %w", r.ID, err)
 		}
 		if created {
 			return nil, nil
 		}
-		return tx.missingRun(r.SessionID,
-			errdefs.New(errdefs.ErrConflict, "run_exists", "run %s already exists", r.ID))
+		return tx.missingRun(r.SessionID, session.RunExists(r.ID))
 	})
+}
+
+// checkRun applies a new run's constraints in the writer's transaction.
+func (tx *batchTx) checkRun(r session.Run, c session.RunConstraints) (own, err error) {
+	if r.IdempotencyKey != "" && !c.IdempotentSince.IsZero() {
+		prev, err := scanRun(tx.queryRow(stmtFindRunByKey, r.SessionID, r.IdempotencyKey, micros(c.IdempotentSince)))
+		switch {
+		case err == nil:
+			return &session.DuplicateRunError{Run: prev}, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("create run %s: find idempotency key: %w", r.ID, err)
+		}
+	}
+	if c.MaxQueued > 0 && r.State == session.RunQueued {
+		var n int
+		if err := tx.queryRow(stmtCountQueued, r.SessionID).Scan(&n); err != nil {
+			return nil, fmt.Errorf("create run %s: count queued runs: %w", r.ID, err)
+		}
+		if n >= c.MaxQueued {
+			return session.QueueFull(r.SessionID, c.MaxQueued), nil
+		}
+	}
+	return nil, nil
 }
 
 // GetRun returns run runID of session sessionID.
@@ -61,34 +93,53 @@ func (s *Store) GetRun(ctx context.Context, sessionID, runID string) (session.Ru
 	return r, nil
 }
 
-// UpdateRun replaces the stored run with r.
+// UpdateRun replaces the stored run with r if it is still at r.Version;
+// see kernel.RunStore.
 func (s *Store) UpdateRun(ctx context.Context, r session.Run) error {
 	code, msg := runErrorArgs(r.Error)
+	ext, err := encodeExt(r.RunExt, session.RunExt{})
+	if err != nil {
+		return fmt.Errorf("update run %s: %w", r.ID, err)
+	}
 	return s.write(ctx, func(tx *batchTx) (own, err error) {
 		updated, err := tx.exec(stmtUpdateRun, string(r.State), r.Input, r.IdempotencyKey,
 			micros(r.CreatedAt), nullMicros(r.StartedAt), nullMicros(r.EndedAt), code, msg,
-			r.Usage.InputTokens, r.Usage.OutputTokens, r.StartSeq, r.EndSeq, r.SessionID, r.ID)
+			r.Usage.InputTokens, r.Usage.OutputTokens, r.StartSeq, r.EndSeq, ext, r.SessionID, r.ID, r.Version)
 		if err != nil {
 			return nil, fmt.Errorf("update run %s: %w", r.ID, err)
 		}
 		if updated {
 			return nil, nil
 		}
-		return tx.missingRun(r.SessionID, session.RunNotFound(r.ID))
+		var one int
+		err = tx.queryRow(stmtRunExists, r.SessionID, r.ID).Scan(&one)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return tx.missingRun(r.SessionID, session.RunNotFound(r.ID))
+		case err != nil:
+			return nil, fmt.Errorf("update run %s: %w", r.ID, err)
+		}
+		return session.ErrStale, nil
 	})
 }
 
-// ListRuns returns a session's runs newest (largest id) first, only those
-// older than before when it is not empty, at most limit when limit > 0.
-func (s *Store) ListRuns(ctx context.Context, sessionID, before string, limit int) ([]session.Run, error) {
+// ListRuns returns a session's runs matching q, most recently created
+// first: runs keep rowids in the order they were created.
+func (s *Store) ListRuns(ctx context.Context, sessionID string, q session.RunQuery) ([]session.Run, error) {
 	query := `SELECT ` + runColumns + ` FROM runs WHERE session_id = ?`
 	args := []any{sessionID}
-	if before != "" {
-		query += ` AND id < ?`
-		args = append(args, before)
+	if len(q.States) > 0 {
+		query += ` AND state IN (` + strings.Repeat(", ?", len(q.States))[2:] + `)`
+		for _, st := range q.States {
+			args = append(args, string(st))
+		}
 	}
-	query += ` ORDER BY id DESC LIMIT ?`
-	runs, err := s.queryRuns(ctx, query, append(args, limitArg(limit))...)
+	if q.Before != "" {
+		query += ` AND rowid < (SELECT rowid FROM runs WHERE session_id = ? AND id = ?)`
+		args = append(args, sessionID, q.Before)
+	}
+	query += ` ORDER BY rowid DESC LIMIT ?`
+	runs, err := s.queryRuns(ctx, query, append(args, limitArg(q.Limit))...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs of session %s: %w", sessionID, err)
 	}
@@ -106,7 +157,7 @@ func (s *Store) ListRuns(ctx context.Context, sessionID, before string, limit in
 // no run.
 const findRunByKeySQL = `SELECT ` + runColumns + ` FROM runs
 	WHERE session_id = ? AND idempotency_key = ? AND idempotency_key <> '' AND created_at >= ?
-	ORDER BY id DESC LIMIT 1`
+	ORDER BY rowid DESC LIMIT 1`
 
 // FindRunByIdempotencyKey returns the newest run of the session created
 // with key at or after since. An empty key matches no run: runs created
@@ -195,14 +246,19 @@ func scanRun(row scanner) (session.Run, error) {
 	var created int64
 	var started, ended sql.NullInt64
 	var code, msg sql.NullString
+	var ext []byte
 	err := row.Scan(&r.SessionID, &r.ID, (*string)(&r.State), &r.Input, &r.IdempotencyKey, &created,
-		&started, &ended, &code, &msg, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.StartSeq, &r.EndSeq)
+		&started, &ended, &code, &msg, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.StartSeq, &r.EndSeq,
+		&r.Version, &ext)
 	if err != nil {
 		return session.Run{}, err
 	}
 	r.CreatedAt, r.StartedAt, r.EndedAt = fromMicros(created), fromNullMicros(started), fromNullMicros(ended)
 	if code.Valid {
 		r.Error = &session.RunError{Code: code.String, Message: msg.String}
+	}
+	if err := decodeExt(ext, &r.RunExt); err != nil {
+		return session.Run{}, err
 	}
 	return r, nil
 }

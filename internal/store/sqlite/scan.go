@@ -95,6 +95,30 @@ func decodeMetadata(b []byte) (map[string]string, error) {
 	return m, nil
 }
 
+// encodeExt returns a record's ext document as JSON text, or NULL when it
+// holds only zero values (it encodes as empty does).
+func encodeExt[T any](ext, empty T) (any, error) {
+	b, err := json.Marshal(ext)
+	if err != nil {
+		return nil, fmt.Errorf("encode ext: %w", err)
+	}
+	if e, _ := json.Marshal(empty); string(b) == string(e) {
+		return nil, nil
+	}
+	return string(b), nil
+}
+
+// decodeExt reads an ext document into ext; NULL leaves it as it is.
+func decodeExt[T any](b []byte, ext *T) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, ext); err != nil {
+		return fmt.Errorf("decode ext: %w", err)
+	}
+	return nil
+}
+
 // toolCall is a session.ToolCall as stored. It has its own JSON names so
 // that renaming a Go field cannot change what is on disk.
 type toolCall struct {

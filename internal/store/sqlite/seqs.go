@@ -92,6 +92,10 @@ type eventRow struct {
 // its rows. A missing session is r's own error, not the batch's.
 func (tx *batchTx) number(r *writeReq) error {
 	id := r.evs[0].SessionID
+	if err := tx.leases.fenced(id, r.token); err != nil {
+		r.err = err
+		return nil
+	}
 	last, ok, err := tx.lastSeqOf(id)
 	if err != nil {
 		return fmt.Errorf("append events: load last seq of session %s: %w", id, err)

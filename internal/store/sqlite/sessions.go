@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
@@ -13,23 +15,32 @@ import (
 
 // sessionColumns is the column list scanSession reads, in its order.
 const sessionColumns = `id, tenant, agent, name, metadata, state, parent_id, root_id, depth,
-	created_at, updated_at, ttl, expires_at, last_seq, active_run_id, inherit_memory`
+	created_at, updated_at, ttl, expires_at, last_seq, active_run_id, inherit_memory, forked_from,
+	version, ext`
 
 // createSessionSQL inserts a session unless its id is taken.
 const createSessionSQL = `INSERT INTO sessions (` + sessionColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT (id) DO NOTHING`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 
 // updateSessionSQL replaces every column of a session but its id and
-// last_seq.
+// last_seq, if it is still at the version it was read at, and moves its
+// version on.
 const updateSessionSQL = `UPDATE sessions SET tenant = ?, agent = ?, name = ?, metadata = ?,
 	state = ?, parent_id = ?, root_id = ?, depth = ?, created_at = ?, updated_at = ?, ttl = ?,
-	expires_at = ?, active_run_id = ?, inherit_memory = ? WHERE id = ?`
+	expires_at = ?, active_run_id = ?, inherit_memory = ?, forked_from = ?, ext = ?,
+	version = version + 1 WHERE id = ? AND version = ?`
+
+// The statements that keep session_metadata in step with sessions.metadata.
+const (
+	clearMetadataSQL  = `DELETE FROM session_metadata WHERE session_id = ?`
+	insertMetadataSQL = `INSERT INTO session_metadata (session_id, key, value) VALUES (?, ?, ?)`
+)
 
 // CreateSession stores a new session; an existing id is ErrConflict. The
 // new session's LastSeq is 0 whatever sess says: only AppendEvents moves
 // it, and the log holds exactly LastSeq events.
 func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
-	meta, err := encodeMetadata(sess.Metadata)
+	meta, ext, err := sessionDocs(sess)
 	if err != nil {
 		return fmt.Errorf("create session %s: %w", sess.ID, err)
 	}
@@ -37,7 +48,7 @@ func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
 		created, err := tx.exec(stmtCreateSession, sess.ID, sess.Tenant, sess.Agent, sess.Name, meta,
 			string(sess.State), sess.ParentID, sess.RootID, sess.Depth, micros(sess.CreatedAt),
 			micros(sess.UpdatedAt), int64(sess.TTL), nullMicros(sess.ExpiresAt), sess.ActiveRunID,
-			sess.InheritMemory)
+			sess.InheritMemory, sess.ForkedFrom, sess.Version, ext)
 		if err != nil {
 			return nil, fmt.Errorf("create session %s: %w", sess.ID, err)
 		}
@@ -45,8 +56,33 @@ func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
 			return errdefs.New(errdefs.ErrConflict, "session_exists", "session %s already exists", sess.ID), nil
 		}
 		tx.created(sess.ID)
-		return nil, nil
+		return nil, tx.indexMetadata(sess.ID, sess.Metadata, false)
 	})
+}
+
+// sessionDocs returns a session's metadata and ext columns.
+func sessionDocs(sess session.Session) (meta, ext any, err error) {
+	if meta, err = encodeMetadata(sess.Metadata); err != nil {
+		return nil, nil, err
+	}
+	ext, err = encodeExt(sess.SessionExt, session.SessionExt{})
+	return meta, ext, err
+}
+
+// indexMetadata writes a session's metadata entries into session_metadata,
+// replacing those it had when replace is set.
+func (tx *batchTx) indexMetadata(id string, md map[string]string, replace bool) error {
+	if replace {
+		if _, err := tx.exec(stmtClearMetadata, id); err != nil {
+			return fmt.Errorf("index metadata of session %s: %w", id, err)
+		}
+	}
+	for k, v := range md {
+		if _, err := tx.exec(stmtInsertMetadata, id, k, v); err != nil {
+			return fmt.Errorf("index metadata of session %s: %w", id, err)
+		}
+	}
+	return nil
 }
 
 // GetSession returns the session with id.
@@ -63,9 +99,9 @@ func (s *Store) GetSession(ctx context.Context, id string) (session.Session, err
 }
 
 // UpdateSession replaces the stored session with sess, keeping its
-// LastSeq.
+// LastSeq, if it is still at sess.Version; see kernel.SessionStore.
 func (s *Store) UpdateSession(ctx context.Context, sess session.Session) error {
-	meta, err := encodeMetadata(sess.Metadata)
+	meta, ext, err := sessionDocs(sess)
 	if err != nil {
 		return fmt.Errorf("update session %s: %w", sess.ID, err)
 	}
@@ -73,14 +109,17 @@ func (s *Store) UpdateSession(ctx context.Context, sess session.Session) error {
 		updated, err := tx.exec(stmtUpdateSession, sess.Tenant, sess.Agent, sess.Name, meta,
 			string(sess.State), sess.ParentID, sess.RootID, sess.Depth, micros(sess.CreatedAt),
 			micros(sess.UpdatedAt), int64(sess.TTL), nullMicros(sess.ExpiresAt), sess.ActiveRunID,
-			sess.InheritMemory, sess.ID)
+			sess.InheritMemory, sess.ForkedFrom, ext, sess.ID, sess.Version)
 		if err != nil {
 			return nil, fmt.Errorf("update session %s: %w", sess.ID, err)
 		}
 		if !updated {
-			return session.SessionNotFound(sess.ID), nil
+			if own, err := tx.requireSession(sess.ID); own != nil || err != nil {
+				return own, err
+			}
+			return session.ErrStale, nil
 		}
-		return nil, nil
+		return nil, tx.indexMetadata(sess.ID, sess.Metadata, true)
 	})
 }
 
@@ -101,11 +140,13 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 			return session.SessionNotFound(id), nil
 		}
 		tx.deleted(id)
+		s.leases.forget(id)
 		return nil, nil
 	})
 }
 
-// ListSessions returns the sessions matching q, newest (largest id) first.
+// ListSessions returns the sessions matching q, newest first (see
+// session.Query).
 func (s *Store) ListSessions(ctx context.Context, q session.Query) ([]session.Session, error) {
 	query, args := sessionQuery(q)
 	rows, err := s.rdb.QueryContext(ctx, query, args...)
@@ -135,7 +176,7 @@ func sessionQuery(q session.Query) (string, []any) {
 	if len(where) > 0 {
 		b.WriteString(" WHERE " + strings.Join(where, " AND "))
 	}
-	b.WriteString(" ORDER BY id DESC")
+	b.WriteString(" ORDER BY created_at DESC, id DESC")
 	if q.Limit > 0 {
 		b.WriteString(" LIMIT ?")
 		args = append(args, q.Limit)
@@ -163,8 +204,22 @@ func sessionFilters(q session.Query) (where []string, args []any) {
 		// The repeated condition lets the planner use the partial index.
 		add("parent_id = ? AND parent_id <> ''", q.ParentID)
 	}
-	if q.Before != "" {
-		add("id < ?", q.Before)
+	if q.ForkedFrom != "" {
+		add("forked_from = ? AND forked_from <> ''", q.ForkedFrom)
+	}
+	for _, k := range slices.Sorted(maps.Keys(q.Metadata)) {
+		where = append(where, "id IN (SELECT session_id FROM session_metadata WHERE key = ? AND value = ?)")
+		args = append(args, k, q.Metadata[k])
+	}
+	if q.After != nil {
+		where = append(where, "(created_at, id) < (?, ?)")
+		args = append(args, micros(q.After.CreatedAt), q.After.ID)
+	}
+	if !q.CreatedAfter.IsZero() {
+		add("created_at > ?", micros(q.CreatedAfter))
+	}
+	if !q.CreatedBefore.IsZero() {
+		add("created_at < ?", micros(q.CreatedBefore))
 	}
 	// unlikely() tells the planner these ranges select few sessions, so it
 	// uses their indexes rather than scanning in id order to skip a sort.
@@ -180,16 +235,19 @@ func sessionFilters(q session.Query) (where []string, args []any) {
 // scanSession reads one row of sessionColumns.
 func scanSession(row scanner) (session.Session, error) {
 	var sess session.Session
-	var meta []byte
+	var meta, ext []byte
 	var created, updated int64
 	var expires sql.NullInt64
 	err := row.Scan(&sess.ID, &sess.Tenant, &sess.Agent, &sess.Name, &meta, (*string)(&sess.State),
 		&sess.ParentID, &sess.RootID, &sess.Depth, &created, &updated, (*int64)(&sess.TTL), &expires,
-		&sess.LastSeq, &sess.ActiveRunID, &sess.InheritMemory)
+		&sess.LastSeq, &sess.ActiveRunID, &sess.InheritMemory, &sess.ForkedFrom, &sess.Version, &ext)
 	if err != nil {
 		return session.Session{}, err
 	}
 	if sess.Metadata, err = decodeMetadata(meta); err != nil {
+		return session.Session{}, err
+	}
+	if err := decodeExt(ext, &sess.SessionExt); err != nil {
 		return session.Session{}, err
 	}
 	sess.CreatedAt, sess.UpdatedAt = fromMicros(created), fromMicros(updated)

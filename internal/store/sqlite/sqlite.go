@@ -53,6 +53,8 @@ type Options struct {
 	// counting as one event; 0 means DefaultMaxBatch. A single larger
 	// AppendEvents call still commits whole, alone in its transaction.
 	MaxBatch int
+	// Now is the clock leases expire by; nil means time.Now.
+	Now func() time.Time
 }
 
 // Store is the SQLite store. Open it with Open and release it with Close;
@@ -65,6 +67,7 @@ type Store struct {
 	rdb  *sql.DB // read-only connections
 
 	writer
+	leases    leaseTable
 	ckpt      checkpointer
 	migrated  int         // schema migrations Open applied
 	corrupt   atomic.Bool // Diagnose found the file damaged: Close must not write
@@ -117,6 +120,12 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s := &Store{path: path, log: log}
 	s.init(opts)
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	s.leases.init(now)
+	s.tx.leases = &s.leases
 	var err error
 	if s.wdb, err = openWriter(ctx, path); err != nil {
 		return nil, s.openError(err)

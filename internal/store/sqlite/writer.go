@@ -59,6 +59,7 @@ const (
 // write (op).
 type writeReq struct {
 	evs   []session.Event // read by the writer, written by nobody until done
+	token int64           // the lease evs are appended under
 	op    writeOp
 	state atomic.Int32
 	done  chan struct{} // closed by the writer once first and err are set

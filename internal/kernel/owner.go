@@ -1,0 +1,355 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// errLeaseLost stops the runs of a session whose lease this replica lost:
+// another replica may own the session now, so they stop without writing.
+var errLeaseLost = errors.New("the session's lease was lost")
+
+// owner is this replica's share of the sessions: those whose lease it
+// holds, each with the driver goroutine that runs its runs. It renews the
+// leases and, when replicas share the store, takes over the sessions of
+// replicas that died.
+type owner struct {
+	k *Kernel
+
+	mu     sync.Mutex
+	held   map[string]*held // by session id
+	closed bool             // the kernel is closing: no lease is taken any more
+
+	fenced    atomic.Int64 // appends the store refused for a lost lease
+	takeovers atomic.Int64 // sessions taken over from a dead replica
+}
+
+// held is a session whose lease this replica holds.
+type held struct {
+	id    string
+	token int64         // the lease's fencing token
+	wake  chan struct{} // a token when the session's stored state may have changed
+	ctx   context.Context
+	stop  context.CancelCauseFunc // why the session's runs must stop: shutdown, a lost lease
+	done  chan struct{}           // closed once the driver has exited and the lease is released
+	// started is set once the driver runs; a held session released before
+	// that ends the driver count hold took.
+	started atomic.Bool
+
+	// Guarded by held.mu:
+	mu      sync.Mutex
+	active  *activeRun      // the run executing now, if any
+	known   map[string]bool // queued runs the driver has seen and announced
+	leaving bool            // the driver is releasing the lease: take it anew
+}
+
+func newOwner(k *Kernel) *owner {
+	return &owner{k: k, held: make(map[string]*held)}
+}
+
+// Stats are the owner's figures for metrics.
+type Stats struct {
+	Leases     int   // sessions whose lease this replica holds
+	ActiveRuns int   // runs executing or waiting for approval here
+	TakeOvers  int64 // sessions taken over from replicas that died
+	Fenced     int64 // appends refused because the lease was lost
+}
+
+// Stats reports what this replica owns now.
+func (k *Kernel) Stats() Stats {
+	o := k.owner
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st := Stats{Leases: len(o.held), TakeOvers: o.takeovers.Load(), Fenced: o.fenced.Load()}
+	for _, h := range o.held {
+		h.mu.Lock()
+		if h.active != nil {
+			st.ActiveRuns++
+		}
+		h.mu.Unlock()
+	}
+	return st
+}
+
+// get returns the held session id, if this replica holds it and its driver
+// is not leaving.
+func (o *owner) get(id string) *held {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	h := o.held[id]
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.leaving {
+		return nil
+	}
+	return h
+}
+
+// hold returns session id's held record, taking the lease if this replica
+// does not hold it. fresh says the lease was just taken: the caller must
+// then start its driver with start. It fails with session.ErrLeaseHeld
+// when another replica holds the lease. The caller holds the session's
+// stripe lock, which serialises taking and releasing the lease here.
+func (o *owner) hold(ctx context.Context, id string) (h *held, fresh bool, err error) {
+	if err := o.k.checkOpen(); err != nil {
+		return nil, false, err
+	}
+	for {
+		o.mu.Lock()
+		h = o.held[id]
+		o.mu.Unlock()
+		if h == nil {
+			break
+		}
+		if h := o.get(id); h != nil {
+			return h, false, nil
+		}
+		// Its driver is releasing the lease; once it has, take it anew.
+		select {
+		case <-h.done:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+	token, err := o.k.store.AcquireLease(ctx, id, o.k.repl.Replica, o.k.repl.LeaseTTL)
+	if err != nil {
+		return nil, false, err
+	}
+	hctx, stop := context.WithCancelCause(o.k.ctx)
+	h = &held{id: id, token: token, wake: make(chan struct{}, 1), ctx: hctx, stop: stop,
+		done: make(chan struct{}), known: make(map[string]bool)}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		// Close has stopped every held session already: give it back.
+		stop(errShutdown)
+		_ = o.k.store.ReleaseLease(context.WithoutCancel(ctx), id, token)
+		return nil, false, o.k.checkOpen()
+	}
+	o.held[id] = h
+	o.k.wg.Add(1) // for h's driver, counted before Close can wait: start or release ends it
+	return h, true, nil
+}
+
+// start runs h's driver.
+func (o *owner) start(h *held) {
+	h.started.Store(true)
+	go func() {
+		defer o.k.wg.Done()
+		o.k.drive(h)
+	}()
+}
+
+// ensure makes sure someone drives session id: this replica, taking the
+// lease if nobody holds it, or the replica that does, which it signals.
+func (k *Kernel) ensure(ctx context.Context, id string) error {
+	unlock := k.lockSession(id)
+	defer unlock()
+	return k.ensureLocked(ctx, id)
+}
+
+// ensureLocked is ensure for a caller holding the session's stripe lock.
+func (k *Kernel) ensureLocked(ctx context.Context, id string) error {
+	h, fresh, err := k.owner.hold(ctx, id)
+	switch {
+	case errors.Is(err, session.ErrLeaseHeld):
+		k.changed(id)
+		return nil
+	case err != nil:
+		return err
+	case fresh:
+		k.owner.start(h)
+	default:
+		k.changed(id)
+	}
+	return nil
+}
+
+// poke wakes the driver of session id, if this replica holds it.
+func (o *owner) poke(id string) {
+	o.mu.Lock()
+	h := o.held[id]
+	o.mu.Unlock()
+	if h != nil {
+		h.poke()
+	}
+}
+
+func (h *held) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default: // already woken
+	}
+}
+
+// leave releases session h once its driver has nothing left to run, and
+// reports whether it did. Under the session's stripe lock, no local
+// request can add work meanwhile; work that another replica adds after the
+// check is found by the check that follows the release.
+func (o *owner) leave(h *held) bool {
+	unlock := o.k.lockSession(h.id)
+	work, err := o.k.hasWork(context.WithoutCancel(h.ctx), h.id)
+	if err == nil && work && h.ctx.Err() == nil {
+		unlock()
+		return false
+	}
+	o.release(h)
+	unlock()
+	if err == nil && !work && o.k.checkOpen() == nil {
+		// A replica may have queued a run while the lease was still ours;
+		// it signalled us, but we were leaving. Look once more.
+		if more, err := o.k.hasWork(context.WithoutCancel(o.k.ctx), h.id); err == nil && more {
+			_ = o.k.ensure(context.WithoutCancel(o.k.ctx), h.id) // failures leave it to the take-over scan
+		}
+	}
+	return true
+}
+
+// release gives up h's lease, unless it was lost, and forgets h.
+func (o *owner) release(h *held) {
+	if !errors.Is(context.Cause(h.ctx), errLeaseLost) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(o.k.ctx), signalTimeout)
+		if err := o.k.store.ReleaseLease(ctx, h.id, h.token); err != nil {
+			o.k.log.Warn("release lease", "session", h.id, "err", err) // it expires instead
+		}
+		cancel()
+	}
+	h.mu.Lock()
+	h.leaving = true
+	h.mu.Unlock()
+	o.mu.Lock()
+	if o.held[h.id] == h {
+		delete(o.held, h.id)
+	}
+	o.mu.Unlock()
+	h.stop(nil)
+	close(h.done)
+	if !h.started.Load() {
+		o.k.wg.Done() // the driver hold counted never ran
+	}
+}
+
+// hasWork reports whether session id has runs to run: queued, running or
+// waiting for an approval.
+func (k *Kernel) hasWork(ctx context.Context, id string) (bool, error) {
+	runs, err := k.store.ListRuns(ctx, id, session.RunQuery{Limit: 1,
+		States: []session.RunState{session.RunQueued, session.RunRunning, session.RunWaitingInput}})
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return false, nil
+	}
+	return len(runs) > 0, err
+}
+
+// stopAll stops the runs of every held session with cause, and refuses
+// leases from now on.
+func (o *owner) stopAll(cause error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closed = true
+	for _, h := range o.held {
+		h.stop(cause)
+	}
+}
+
+// renewLoop renews every held lease a third of its TTL apart, until the
+// kernel closes. A lease it cannot renew stops its session's runs; so does
+// one it could not renew for a whole TTL, which may have expired.
+func (o *owner) renewLoop() {
+	every := o.k.repl.LeaseTTL / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-o.k.ctx.Done():
+			return
+		case <-t.C:
+		}
+		o.renewAll()
+	}
+}
+
+func (o *owner) renewAll() {
+	o.mu.Lock()
+	hs := make([]*held, 0, len(o.held))
+	for _, h := range o.held {
+		hs = append(hs, h)
+	}
+	o.mu.Unlock()
+	for _, h := range hs {
+		ctx, cancel := context.WithTimeout(o.k.ctx, o.k.repl.LeaseTTL/3)
+		err := o.k.store.RenewLease(ctx, h.id, h.token, o.k.repl.LeaseTTL)
+		cancel()
+		if errors.Is(err, session.ErrFenced) || errors.Is(err, errdefs.ErrNotFound) {
+			o.k.log.Warn("lease lost: stopping the session's runs without writing", "session", h.id)
+			h.stop(errLeaseLost)
+		} else if err != nil && o.k.ctx.Err() == nil {
+			o.k.log.Warn("renew lease", "session", h.id, "err", err)
+		}
+	}
+}
+
+// takeOverLoop looks, half a lease TTL apart, for sessions with runs whose
+// owner no longer holds their lease, and takes them over.
+func (o *owner) takeOverLoop() {
+	t := time.NewTicker(o.k.repl.LeaseTTL / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-o.k.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := o.k.takeOverAll(o.k.ctx); err != nil && o.k.ctx.Err() == nil {
+			o.k.log.Warn("look for sessions to take over", "err", err)
+		}
+	}
+}
+
+// takeOverAll takes the lease of every session with unfinished runs that
+// no live replica holds, and drives it: what it left running ends
+// interrupted, what it queued starts.
+func (k *Kernel) takeOverAll(ctx context.Context) error {
+	runs, err := k.store.ListRunsByState(ctx, session.RunRunning, session.RunWaitingInput, session.RunQueued)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for _, r := range runs {
+		if !slices.Contains(ids, r.SessionID) && k.owner.get(r.SessionID) == nil {
+			ids = append(ids, r.SessionID)
+		}
+	}
+	for _, id := range ids {
+		if err := k.takeOver(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// takeOver drives session id if nobody holds its lease.
+func (k *Kernel) takeOver(ctx context.Context, id string) error {
+	unlock := k.lockSession(id)
+	h, fresh, err := k.owner.hold(ctx, id)
+	unlock()
+	if errors.Is(err, session.ErrLeaseHeld) || (err == nil && !fresh) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	k.owner.takeovers.Add(1)
+	k.log.Info("session taken over", "session", id)
+	k.owner.start(h)
+	return nil
+}

@@ -1,0 +1,98 @@
+package sqlite
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// leaseTable grants the sessions' leases. The database directory is one
+// process's (see lockDir), so leases live in memory: after a restart none
+// is held, which is exactly what recovery needs.
+type leaseTable struct {
+	now    func() time.Time
+	mu     sync.Mutex
+	held   map[string]lease // by session id
+	tokens atomic.Int64     // the last token given, for any session
+}
+
+// lease is one session's lease.
+type lease struct {
+	token   int64
+	expires time.Time
+}
+
+func (t *leaseTable) init(now func() time.Time) {
+	t.now = now
+	t.held = make(map[string]lease)
+	// Tokens grow across restarts too: start from the clock.
+	t.tokens.Store(now().UnixMicro())
+}
+
+// AcquireLease claims session sessionID until ttl passes; see
+// kernel.LeaseStore.
+func (s *Store) AcquireLease(ctx context.Context, sessionID, _ string, ttl time.Duration) (int64, error) {
+	if _, err := s.GetSession(ctx, sessionID); err != nil {
+		return 0, err
+	}
+	t := &s.leases
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	if l, ok := t.held[sessionID]; ok && now.Before(l.expires) {
+		return 0, session.ErrLeaseHeld
+	}
+	token := t.tokens.Add(1)
+	t.held[sessionID] = lease{token: token, expires: now.Add(ttl)}
+	return token, nil
+}
+
+// RenewLease extends the lease held with token to ttl from now.
+func (s *Store) RenewLease(ctx context.Context, sessionID string, token int64, ttl time.Duration) error {
+	t := &s.leases
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.fencedLocked(sessionID, token); err != nil {
+		return err
+	}
+	t.held[sessionID] = lease{token: token, expires: t.now().Add(ttl)}
+	return nil
+}
+
+// ReleaseLease ends the lease if it is still held with token.
+func (s *Store) ReleaseLease(ctx context.Context, sessionID string, token int64) error {
+	t := &s.leases
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if l, ok := t.held[sessionID]; ok && l.token == token {
+		delete(t.held, sessionID)
+	}
+	return nil
+}
+
+// fenced returns session.ErrFenced unless session sessionID's lease is
+// live and held with token. The writer checks it in the transaction of
+// the write it guards.
+func (t *leaseTable) fenced(sessionID string, token int64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.fencedLocked(sessionID, token)
+}
+
+func (t *leaseTable) fencedLocked(sessionID string, token int64) error {
+	l, ok := t.held[sessionID]
+	if !ok || l.token != token || !t.now().Before(l.expires) {
+		return session.ErrFenced
+	}
+	return nil
+}
+
+// forget drops a deleted session's lease.
+func (t *leaseTable) forget(sessionID string) {
+	t.mu.Lock()
+	delete(t.held, sessionID)
+	t.mu.Unlock()
+}

@@ -133,4 +133,3 @@ func (k *Kernel) expire(ctx context.Context, id string, now time.Time) (closed b
 	k.notifyEnded(s)
 	return true, nil
 }
-

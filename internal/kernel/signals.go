@@ -42,27 +42,17 @@ func (r Replication) withDefaults() Replication {
 	return r
 }
 
-// Signal tells the replicas sharing a store that a session changed there.
-// Signals may be lost: the store is the truth, and every receiver acts by
-// reading it again.
-type Signal struct {
-	Kind      SignalKind
-	SessionID string
-	Seq       int64  // SignalEnded: the session's last seq
-	From      string // the replica that sent it
-}
-
-// SignalKind says what changed.
-type SignalKind string
+// Signal and its kinds are session.Signal's: the stores that carry
+// signals between replicas know them from there.
+type (
+	Signal     = session.Signal
+	SignalKind = session.SignalKind
+)
 
 // Signal kinds.
 const (
-	// SignalChanged: a session's runs or record changed. Its owner reads
-	// them again; whoever waits on them looks again.
-	SignalChanged SignalKind = "changed"
-	// SignalEnded: a session was closed or deleted. Its streams end once
-	// they have delivered Seq.
-	SignalEnded SignalKind = "ended"
+	SignalChanged = session.SignalChanged
+	SignalEnded   = session.SignalEnded
 )
 
 // Signals carries a kernel's signals to the other replicas sharing its

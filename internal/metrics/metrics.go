@@ -133,9 +133,9 @@ func (s *timedStore) DeleteSession(ctx context.Context, id string) error {
 	return err
 }
 
-func (s *timedStore) AppendEvents(ctx context.Context, evs []session.Event) error {
+func (s *timedStore) AppendEvents(ctx context.Context, token int64, evs []session.Event) error {
 	defer s.m.since("append_events", time.Now())
-	return s.Store.AppendEvents(ctx, evs)
+	return s.Store.AppendEvents(ctx, token, evs)
 }
 
 func (s *timedStore) ReadEvents(ctx context.Context, sessionID string, after int64, limit int) ([]session.Event, error) {

@@ -90,6 +90,7 @@ type Run struct {
 	Usage          Usage
 	StartSeq       int64 // seq of its RUN_STARTED
 	EndSeq         int64 // seq of its RUN_FINISHED or RUN_ERROR
+	Version        int64 // optimistic concurrency, as Session.Version
 }
 
 // Transition moves r to state to at time now, or reports why it cannot.

@@ -81,6 +81,10 @@ type Session struct {
 	// InheritMemory says how a child session got its memory: "none" or
 	// "copy" (of its parent's at creation); "" for a root session.
 	InheritMemory string
+	// Version is for optimistic concurrency between replicas: a versioned
+	// update succeeds only while the stored Version equals the one it
+	// carries, and stores Version+1 (see ErrStale).
+	Version int64
 }
 
 // Transition moves s to state to at time now, or reports why it cannot.
@@ -119,4 +123,21 @@ type Query struct {
 	// UpdatedBefore, when set, selects sessions last updated before it
 	// (retention deletes closed sessions some time after closing them).
 	UpdatedBefore time.Time
+}
+
+// Matches reports whether s passes q's filters, Before and Limit aside:
+// Tenant, Agent, State and ParentID when set, and the retention bounds
+// (a session that never expires fails ExpiresBefore). Stores that cannot
+// filter inside their query language filter with it.
+func (q *Query) Matches(s *Session) bool {
+	if (q.Tenant != "" && s.Tenant != q.Tenant) ||
+		(q.Agent != "" && s.Agent != q.Agent) ||
+		(q.State != "" && s.State != q.State) ||
+		(q.ParentID != "" && s.ParentID != q.ParentID) {
+		return false
+	}
+	if !q.ExpiresBefore.IsZero() && (s.ExpiresAt.IsZero() || !s.ExpiresAt.Before(q.ExpiresBefore)) {
+		return false
+	}
+	return q.UpdatedBefore.IsZero() || s.UpdatedAt.Before(q.UpdatedBefore)
 }

@@ -89,22 +89,8 @@ func (s *Store) ListSessions(ctx context.Context, q session.Query) ([]session.Se
 func (rec *record) match(q session.Query) (session.Session, bool) {
 	rec.mu.RLock()
 	defer rec.mu.RUnlock()
-	sess := &rec.sess
-	if (q.Tenant != "" && sess.Tenant != q.Tenant) ||
-		(q.Agent != "" && sess.Agent != q.Agent) ||
-		(q.State != "" && sess.State != q.State) ||
-		(q.ParentID != "" && sess.ParentID != q.ParentID) ||
-		!matchRetention(sess, q) {
+	if !q.Matches(&rec.sess) {
 		return session.Session{}, false
 	}
-	return sess.Clone(), true
-}
-
-// matchRetention reports whether sess passes q's retention filters: a
-// session that never expires fails ExpiresBefore.
-func matchRetention(sess *session.Session, q session.Query) bool {
-	if !q.ExpiresBefore.IsZero() && (sess.ExpiresAt.IsZero() || !sess.ExpiresAt.Before(q.ExpiresBefore)) {
-		return false
-	}
-	return q.UpdatedBefore.IsZero() || sess.UpdatedAt.Before(q.UpdatedBefore)
+	return rec.sess.Clone(), true
 }

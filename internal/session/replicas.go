@@ -1,0 +1,72 @@
+package session
+
+import (
+	"time"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+)
+
+// What several replicas sharing one store need from each other (DESIGN.md
+// §8): optimistic versions on records, a lease per session whose fencing
+// token every append carries, idempotent run creation checked inside the
+// store, and small signals between replicas.
+//
+// The error values below are shared: wrap them with %w to add context and
+// never modify them.
+var (
+	// ErrStale says a versioned update carried a Version other than the
+	// stored one: someone else changed the record since it was read.
+	ErrStale = errdefs.New(errdefs.ErrConflict, "stale_record",
+		"the record changed since it was read")
+	// ErrFenced says the session's lease is not held with the token an
+	// append or renewal carried (it expired, was released or was taken
+	// over), so nothing was written. The replica must stop working on the
+	// session.
+	ErrFenced = errdefs.New(errdefs.ErrUnavailable, "lease_lost",
+		"the session's lease is no longer held")
+	// ErrLeaseHeld says another live lease holds the session.
+	ErrLeaseHeld = errdefs.New(errdefs.ErrConflict, "lease_held",
+		"the session's lease is held")
+)
+
+// RunConstraints are checked atomically with a run's creation, so two
+// replicas racing to create runs cannot both get past them.
+type RunConstraints struct {
+	// IdempotentSince, when set, makes a run whose IdempotencyKey was
+	// already used by a run of the session created at or after it a
+	// DuplicateRunError instead of a new run. Zero: the key is not checked.
+	IdempotentSince time.Time
+	// MaxQueued bounds the session's queued runs when a queued run is
+	// created (ErrExhausted, code "queue_full"). 0: no bound.
+	MaxQueued int
+}
+
+// DuplicateRunError says a run was not created because an earlier run of
+// the session carries the same idempotency key; Run is that earlier run,
+// which the caller answers with instead. It matches errdefs.ErrConflict
+// and has the code "idempotent_replay".
+type DuplicateRunError struct{ Run Run }
+
+func (e *DuplicateRunError) Error() string {
+	return "run " + e.Run.ID + " was already created with idempotency key " + e.Run.IdempotencyKey
+}
+
+// Unwrap returns the coded error, so errdefs.CodeOf finds the code.
+func (e *DuplicateRunError) Unwrap() error {
+	return errdefs.New(errdefs.ErrConflict, "idempotent_replay", "%s", e.Error())
+}
+
+// Is makes a DuplicateRunError match errdefs.ErrConflict.
+func (e *DuplicateRunError) Is(target error) bool { return target == errdefs.ErrConflict }
+
+// Signal is a small notice one replica broadcasts to the others: that a
+// session's owner should look at the stored state again (a run was queued,
+// cancelled or decided; the session was closed or deleted), or that a
+// session's log grew. Signals may be lost; the stored state is the truth
+// and replicas re-check it periodically.
+type Signal struct {
+	Kind      string // what happened, e.g. "run_queued" or "cancel"
+	SessionID string
+	RunID     string // the run concerned, if any
+	Seq       int64  // a seq of the session's log the signal refers to, if any
+}

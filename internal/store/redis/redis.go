@@ -86,7 +86,7 @@ type Options struct {
 // every method is safe for concurrent use.
 type Store struct {
 	rdb    goredis.UniversalClient
-	opts   *goredis.Options // parsed from Options.URL; cloned for Tailer
+	url    string // Options.URL, for the Tailer's own connections
 	prefix string
 	tails  int
 	log    *slog.Logger
@@ -111,7 +111,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	// would append a batch twice or report a conflict with itself, so the
 	// error goes back to the caller instead, whatever the URL asks.
 	ro.MaxRetries = -1
-	s := &Store{rdb: goredis.NewClient(ro), opts: ro, prefix: prefix, tails: opts.TailConns, log: opts.Logger}
+	s := &Store{rdb: goredis.NewClient(ro), url: opts.URL, prefix: prefix, tails: opts.TailConns, log: opts.Logger}
 	if s.tails <= 0 {
 		s.tails = DefaultTailConns
 	}

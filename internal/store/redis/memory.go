@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -38,13 +39,13 @@ func (s *Store) GetMemory(ctx context.Context, sessionID, key string) (session.M
 	pipe := s.rdb.Pipeline()
 	v := pipe.HGet(ctx, k.mem, key)
 	exists := pipe.Exists(ctx, k.s)
-	if _, err := pipe.Exec(ctx); err != nil && err != goredis.Nil {
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return session.MemoryEntry{}, fmt.Errorf("get memory %q of session %s: %w", key, sessionID, err)
 	}
 	switch {
 	case exists.Val() == 0:
 		return session.MemoryEntry{}, session.SessionNotFound(sessionID)
-	case v.Err() == goredis.Nil:
+	case errors.Is(v.Err(), goredis.Nil):
 		return session.MemoryEntry{}, session.MemoryKeyNotFound(key)
 	}
 	return decodeEntry(sessionID, key, v.Val())

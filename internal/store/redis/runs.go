@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -123,13 +124,13 @@ func (s *Store) GetRun(ctx context.Context, sessionID, runID string) (session.Ru
 	pipe := s.rdb.Pipeline()
 	rec := pipe.HGet(ctx, k.runs, runID)
 	exists := pipe.Exists(ctx, k.s)
-	if _, err := pipe.Exec(ctx); err != nil && err != goredis.Nil {
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return session.Run{}, fmt.Errorf("get run %s: %w", runID, err)
 	}
 	switch {
 	case exists.Val() == 0:
 		return session.Run{}, session.SessionNotFound(sessionID)
-	case rec.Err() == goredis.Nil:
+	case errors.Is(rec.Err(), goredis.Nil):
 		return session.Run{}, session.RunNotFound(runID)
 	}
 	r, err := decodeRun(rec.Val())
@@ -213,12 +214,12 @@ func (s *Store) ListRunsByState(ctx context.Context, states ...session.RunState)
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	if _, err := pipe.Exec(ctx); err != nil && err != goredis.Nil {
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, fmt.Errorf("list runs by state: %w", err)
 	}
 	out := make([]session.Run, 0, len(recs))
 	for _, cmd := range recs {
-		if cmd.Err() == goredis.Nil {
+		if errors.Is(cmd.Err(), goredis.Nil) {
 			continue // its session was deleted since the index was read
 		}
 		r, err := decodeRun(cmd.Val())

@@ -62,8 +62,13 @@ import (
 // DefaultPrefix is the key prefix of the zero Options.Prefix.
 const DefaultPrefix = "kerneld:"
 
-// DefaultTailConns is the zero Options.TailConns.
-const DefaultTailConns = 4
+// DefaultTailConns is the zero Options.TailConns. A wake-up costs Redis
+// time in proportion to the streams the woken XREAD names, so the lag from
+// an append to its delivery grows with the sessions per connection. With
+// 1000 followed sessions BenchmarkTailerLag measured p50/p99 of
+// 686 µs/18 ms on 4 connections, 471 µs/9.9 ms on 8 and 272 µs/5.7 ms on
+// 16 (one session: 76 µs/0.5 ms), on a busy 2-core machine.
+const DefaultTailConns = 8
 
 // Options configures Open.
 type Options struct {

@@ -82,11 +82,11 @@ func (c *collector) waitSeq(id string, seq int64) {
 }
 
 // openTailed opens a store whose tailers use conns connections.
-func openTailed(t *testing.T, srv redistest.Server, conns int) *redis.Store {
-	t.Helper()
-	st, err := redis.Open(t.Context(), redis.Options{URL: srv.URL, Prefix: srv.Prefix, TailConns: conns})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, st.Close()) })
+func openTailed(tb testing.TB, srv redistest.Server, conns int) *redis.Store {
+	tb.Helper()
+	st, err := redis.Open(tb.Context(), redis.Options{URL: srv.URL, Prefix: srv.Prefix, TailConns: conns})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { assert.NoError(tb, st.Close()) })
 	return st
 }
 

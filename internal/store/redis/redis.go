@@ -14,7 +14,7 @@
 // its id as a hash tag, so they would share a hash slot in a cluster, and
 // DeleteSession removes them together:
 //
-//	P{id}:s      hash: rec (the Session as JSON), seq (LastSeq), ver, fence
+//	P{id}:s      hash: rec (the Session as JSON), last_seq, ver, fence
 //	             (the last lease token), and copies of the indexed fields
 //	P{id}:ev     stream: the event log, entry id <seq>-0 (see events.go)
 //	P{id}:lease  string "<token> <holder>" with the lease's TTL

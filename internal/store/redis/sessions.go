@@ -71,7 +71,7 @@ func (s *Store) updateSession(ctx context.Context, sess session.Session, version
 // the prefix, the id, the record, the version and the indexed fields (see
 // session_fields in lib.lua).
 func (s *Store) sessionArgs(sess session.Session, version int64) ([]any, error) {
-	sess.Version, sess.LastSeq = version, 0 // the hash's seq is the truth
+	sess.Version, sess.LastSeq = version, 0 // the hash's last_seq is the truth
 	rec, err := json.Marshal(sess)
 	if err != nil {
 		return nil, fmt.Errorf("encode session: %w", err)
@@ -83,7 +83,7 @@ func (s *Store) sessionArgs(sess session.Session, version int64) ([]any, error) 
 
 // GetSession returns the session with id.
 func (s *Store) GetSession(ctx context.Context, id string) (session.Session, error) {
-	vals, err := s.rdb.HMGet(ctx, s.sessionKey(id), "rec", "seq").Result()
+	vals, err := s.rdb.HMGet(ctx, s.sessionKey(id), "rec", "last_seq").Result()
 	if err != nil {
 		return session.Session{}, fmt.Errorf("get session %s: %w", id, err)
 	}
@@ -97,7 +97,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (session.Session, err
 	return sess, nil
 }
 
-// decodeSession decodes the reply of HMGET rec seq; ok is false when the
+// decodeSession decodes the reply of HMGET rec last_seq; ok is false when the
 // session is missing.
 func decodeSession(vals []any) (sess session.Session, ok bool, err error) {
 	rec, _ := vals[0].(string)
@@ -279,7 +279,7 @@ func (s *Store) appendMatching(ctx context.Context, out []session.Session, ids [
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*goredis.SliceCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = pipe.HMGet(ctx, s.sessionKey(id), "rec", "seq")
+		cmds[i] = pipe.HMGet(ctx, s.sessionKey(id), "rec", "last_seq")
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, err

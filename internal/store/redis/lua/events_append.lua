@@ -25,10 +25,10 @@ end
 if pos ~= size + 1 then
   return fail('MALFORMED')
 end
-local seq = tonumber(redis.call('HGET', KEYS[1], 'seq'))
+local seq = tonumber(redis.call('HGET', KEYS[1], 'last_seq'))
 for i, ev in ipairs(evs) do
   redis.call('XADD', KEYS[2], (seq + i) .. '-0', 'r', ev[1], 't', ev[2], 'ts', ev[3], 'd', ev[4], 'm', ev[5])
 end
 seq = seq + #evs
-redis.call('HSET', KEYS[1], 'seq', seq)
+redis.call('HSET', KEYS[1], 'last_seq', seq)
 return seq

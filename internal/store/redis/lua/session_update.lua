@@ -1,5 +1,5 @@
 -- KEYS: session hash. ARGV: prefix, id, record, new version, then the
--- session_fields, then the expected version ('' when not checked). seq,
+-- session_fields, then the expected version ('' when not checked). last_seq,
 -- the session's LastSeq, is left alone: only appends move it.
 local o = redis.call('HMGET', KEYS[1], 'ver', unpack(session_fields))
 if not o[1] then

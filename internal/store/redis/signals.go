@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -28,12 +27,7 @@ type Signals struct {
 	st      *Store
 	channel string
 	handle  func(session.Signal)
-
-	stop    context.CancelFunc // ends Run; called by Close
-	stopped context.Context
-	mu      sync.Mutex
-	running chan struct{} // closed when Run returns; nil until Run starts
-	closed  bool
+	loop    *loop
 }
 
 // signalsPing is how long a subscription may be quiet before Run pings
@@ -45,9 +39,7 @@ const signalsPing = 15 * time.Second
 // NewSignals returns the store's signals; Run calls handle for each signal
 // received, from Run's goroutine, one at a time. handle must not block.
 func (s *Store) NewSignals(handle func(session.Signal)) *Signals {
-	stopped, stop := context.WithCancel(context.Background())
-	return &Signals{st: s, channel: s.prefix + "signals", handle: handle,
-		stop: stop, stopped: stopped}
+	return &Signals{st: s, channel: s.prefix + "signals", handle: handle, loop: newLoop()}
 }
 
 // wireSignal is a Signal as published: short names, since every replica
@@ -76,18 +68,11 @@ func (g *Signals) Publish(ctx context.Context, sig session.Signal) error {
 // logged and made again, after a pause that grows while the server stays
 // away. It may be called once.
 func (g *Signals) Run(ctx context.Context) error {
-	g.mu.Lock()
-	if g.running != nil || g.closed {
-		g.mu.Unlock()
-		return errors.New("signals: Run called twice or after Close")
+	ctx, end, err := g.loop.begin(ctx)
+	if err != nil {
+		return err
 	}
-	g.running = make(chan struct{})
-	defer close(g.running)
-	g.mu.Unlock()
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(g.stopped, cancel)()
+	defer end()
 	pause := newBackoff()
 	for {
 		err := g.listen(ctx, pause)
@@ -151,14 +136,7 @@ func (g *Signals) deliver(msg any) {
 
 // Close stops Run and waits for it to return.
 func (g *Signals) Close() error {
-	g.mu.Lock()
-	g.closed = true
-	running := g.running
-	g.mu.Unlock()
-	g.stop()
-	if running != nil {
-		<-running
-	}
+	g.loop.close()
 	return nil
 }
 

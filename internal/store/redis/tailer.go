@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -40,11 +39,8 @@ type Tailer struct {
 	mu      sync.Mutex
 	follows map[string]*follow // by session id
 
-	stop      context.CancelFunc // ends Run; called by Close
-	stopped   context.Context
-	closeOnce sync.Once
-	running   chan struct{} // closed when Run returns; nil until Run starts
-	closed    bool
+	loop      *loop
+	closeOnce sync.Once // of the connections
 }
 
 // follow is one followed session.
@@ -92,9 +88,8 @@ func (s *Store) NewTailer(deliver func([]session.Event)) (*Tailer, error) {
 		}
 		return r
 	}, s.prefix+"tail")
-	stopped, stop := context.WithCancel(context.Background())
 	t := &Tailer{st: s, rdb: goredis.NewClient(opts), deliver: deliver,
-		follows: make(map[string]*follow), stop: stop, stopped: stopped}
+		follows: make(map[string]*follow), loop: newLoop()}
 	id := uuid.NewString()
 	for i := range s.tails {
 		t.shards = append(t.shards, &shard{
@@ -160,12 +155,12 @@ func (t *Tailer) markDirty(sh *shard) bool {
 // is only logged: the shard's read fails too then, and it reads the new
 // set when it tries again.
 func (t *Tailer) wake(sh *shard) {
-	ctx, cancel := context.WithTimeout(t.stopped, time.Second)
+	ctx, cancel := context.WithTimeout(t.loop.stopped, time.Second)
 	defer cancel()
 	pipe := t.st.rdb.Pipeline()
 	pipe.XAdd(ctx, &goredis.XAddArgs{Stream: sh.wake, MaxLen: 1, Values: []any{"w", "1"}})
 	pipe.PExpire(ctx, sh.wake, wakeLifetime)
-	if _, err := pipe.Exec(ctx); err != nil && t.stopped.Err() == nil {
+	if _, err := pipe.Exec(ctx); err != nil && t.loop.stopped.Err() == nil {
 		t.st.log.Warn("redis tailer: wake a shard", "err", err)
 	}
 }
@@ -182,18 +177,11 @@ func shardOf(sessionID string, n int) int {
 // after a pause that grows while the server stays away. It may be called
 // once.
 func (t *Tailer) Run(ctx context.Context) error {
-	t.mu.Lock()
-	if t.running != nil || t.closed {
-		t.mu.Unlock()
-		return errors.New("tailer: Run called twice or after Close")
+	ctx, end, err := t.loop.begin(ctx)
+	if err != nil {
+		return err
 	}
-	t.running = make(chan struct{})
-	defer close(t.running)
-	t.mu.Unlock()
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(t.stopped, cancel)()
+	defer end()
 	var wg sync.WaitGroup
 	for _, sh := range t.shards {
 		wg.Go(func() { t.tail(ctx, sh) })
@@ -222,14 +210,7 @@ func (t *Tailer) closeConns() {
 // Close stops Run, waits for it to return, and closes the tailer's
 // connections.
 func (t *Tailer) Close() error {
-	t.mu.Lock()
-	t.closed = true
-	running := t.running
-	t.mu.Unlock()
-	t.stop()
-	if running != nil {
-		<-running
-	}
+	t.loop.close()
 	t.closeConns()
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -31,10 +32,11 @@ func named(t *testing.T, srv redistest.Server, name string) redistest.Server {
 
 // clientIDs returns the ids of the connections named name whose CLIENT
 // LIST flags hold flag: 'P' for a subscription, 'b' for a blocked read.
-func clientIDs(t *testing.T, srv redistest.Server, name string, flag string) []string {
-	t.Helper()
-	list, err := srv.Client(t).ClientList(t.Context()).Result()
-	require.NoError(t, err)
+func clientIDs(ctx context.Context, admin *goredis.Client, name string, flag string) ([]string, error) {
+	list, err := admin.ClientList(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
 	var ids []string
 	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
 		fields := make(map[string]string)
@@ -46,17 +48,25 @@ func clientIDs(t *testing.T, srv redistest.Server, name string, flag string) []s
 			ids = append(ids, fields["id"])
 		}
 	}
+	return ids, nil
+}
+
+// mustClientIDs is clientIDs for the test's own goroutine.
+func mustClientIDs(t *testing.T, admin *goredis.Client, name string, flag string) []string {
+	t.Helper()
+	ids, err := clientIDs(t.Context(), admin, name, flag)
+	require.NoError(t, err, "list clients")
 	return ids
 }
 
 // killClients closes the connections ids from the server's side, as a
 // network failure or a Redis restart would.
-func killClients(t *testing.T, srv redistest.Server, ids []string) {
+func killClients(t *testing.T, admin *goredis.Client, ids []string) {
 	t.Helper()
 	for _, id := range ids {
 		n, err := strconv.ParseInt(id, 10, 64)
 		require.NoError(t, err)
-		require.NoError(t, srv.Client(t).Do(t.Context(), "CLIENT", "KILL", "ID", n).Err(), "kill client %s", id)
+		require.NoError(t, admin.Do(t.Context(), "CLIENT", "KILL", "ID", n).Err(), "kill client %s", id)
 	}
 }
 
@@ -132,10 +142,11 @@ func TestSignalsResubscribe(t *testing.T) {
 	g := st.NewSignals(got.handle)
 	runSignals(t, g)
 	waitSubscribers(t, srv, 1)
-	before := clientIDs(t, srv, name, "P")
+	admin := srv.Client(t)
+	before := mustClientIDs(t, admin, name, "P")
 	require.Len(t, before, 1, "subscribed connections")
 
-	killClients(t, srv, before)
+	killClients(t, admin, before)
 	// Signals published while the subscription is down are lost; keep
 	// publishing until one arrives through the new one.
 	var seq int64
@@ -151,7 +162,7 @@ func TestSignalsResubscribe(t *testing.T) {
 			return false
 		}
 	}, 10*time.Second, 20*time.Millisecond, "no signal after the connection was killed")
-	after := clientIDs(t, srv, name, "P")
+	after := mustClientIDs(t, admin, name, "P")
 	require.Len(t, after, 1)
 	assert.NotEqual(t, before, after, "a new connection subscribed")
 }

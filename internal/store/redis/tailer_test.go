@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -114,10 +115,12 @@ func mustAppend(t *testing.T, st *redis.Store, id, writer string, n int) []sessi
 }
 
 // waitBlocked waits until n connections named name block in a read.
-func waitBlocked(t *testing.T, srv redistest.Server, name string, n int) {
+func waitBlocked(t *testing.T, admin *goredis.Client, name string, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return len(clientIDs(t, srv, name, "b")) == n },
-		10*time.Second, 5*time.Millisecond, "blocked reads of %s", name)
+	require.Eventually(t, func() bool {
+		ids, err := clientIDs(t.Context(), admin, name, "b")
+		return err == nil && len(ids) == n
+	}, 10*time.Second, 5*time.Millisecond, "blocked reads of %s", name)
 }
 
 func TestTailerFollows(t *testing.T) {
@@ -189,7 +192,7 @@ func TestTailerWakesBlockedRead(t *testing.T) {
 	tl.Follow(a.ID, 0)
 	mustAppend(t, st, a.ID, "a", 1)
 	c.waitSeq(a.ID, 1)
-	waitBlocked(t, srv, name, 1)
+	waitBlocked(t, srv.Client(t), name, 1)
 
 	start := time.Now()
 	tl.Follow(b.ID, 0)
@@ -210,9 +213,10 @@ func TestTailerReconnects(t *testing.T) {
 	tl.Follow(s.ID, 0)
 	mustAppend(t, st, s.ID, "s", 2)
 	c.waitSeq(s.ID, 2)
-	waitBlocked(t, srv, name, 1)
+	admin := srv.Client(t)
+	waitBlocked(t, admin, name, 1)
 
-	killClients(t, srv, clientIDs(t, srv, name, "b"))
+	killClients(t, admin, mustClientIDs(t, admin, name, "b"))
 	mustAppend(t, st, s.ID, "s", 3) // while the tail is down
 	c.waitSeq(s.ID, 5)
 	mustAppend(t, st, s.ID, "s", 1)
@@ -238,8 +242,9 @@ func TestTailerManySessions(t *testing.T) {
 	c.wait(30*time.Second, "an event of every session", func(got map[string][]session.Event) bool {
 		return len(got) == sessions
 	})
-	waitBlocked(t, srv, name, conns)
-	assert.Len(t, clientIDs(t, srv, name, ""), conns, "the tailer's connections")
+	admin := srv.Client(t)
+	waitBlocked(t, admin, name, conns)
+	assert.Len(t, mustClientIDs(t, admin, name, ""), conns, "the tailer's connections")
 }
 
 func TestTailerClose(t *testing.T) {

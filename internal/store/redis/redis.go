@@ -39,10 +39,15 @@
 //	P idx:updated  by UpdatedAt; P idx:closed the same for closed sessions
 //	P runs:<state> "run id TAB session id" by CreatedAt (ListRunsByState)
 //
+// and for the replicas' plumbing: the Pub/Sub channel P signals, and the
+// Tailer's wake-up streams P tail:<tailer id>:<shard>, deleted at Close
+// (or expiring a day after their last use).
+//
 // Every write is one Lua script (EVALSHA), so a write and its index
 // changes are atomic. Scripts name the per-session keys in KEYS but build
-// the cross-session index keys from P themselves; a Redis Cluster would
-// need those indexes per slot, which is a later step.
+// the cross-session index keys from P themselves, and AppendMessages may
+// name several sessions; a Redis Cluster would need those per slot, which
+// is a later step.
 package redis
 
 import (
@@ -50,6 +55,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 
@@ -102,6 +108,10 @@ type Store struct {
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	ro, err := goredis.ParseURL(opts.URL)
 	if err != nil {
+		// A *url.Error quotes the URL, password and all; keep its reason.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
 		return nil, errdefs.New(errdefs.ErrInvalid, "invalid_redis_url", "redis url: %v", err)
 	}
 	prefix := opts.Prefix
@@ -159,8 +169,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // keys names the keys of one session.
 type keys struct{ s, ev, lease, runs, runm, runi, runq, idem, msgs, mem string }
 
-// sessionKey returns the key of session id's hash; tag is the part every
-// key of the session starts with.
+// sessionKey returns the key of session id's hash.
 func (s *Store) sessionKey(id string) string { return s.prefix + "{" + id + "}:s" }
 
 // keysOf returns every key of session id.

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/store/redis"
 	"github.com/kerneld/kerneld/internal/store/redis/redistest"
@@ -70,4 +71,24 @@ func TestPersistenceWarningWithoutConfig(t *testing.T) {
 	warning := st.PersistenceWarning(t.Context())
 	assert.Contains(t, warning, "could not check Redis persistence")
 	assert.Contains(t, warning, "NOPERM")
+}
+
+func TestOpenRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		opts redis.Options
+		want string
+	}{
+		{"malformed url", redis.Options{URL: "redis://kerneld:s3cret@localhost:notaport/0"}, "invalid_redis_url"},
+		{"other scheme", redis.Options{URL: "http://localhost:6379"}, "invalid_redis_url"},
+		{"hash tag in prefix", redis.Options{URL: "redis://localhost:6379/0", Prefix: "a{b}:"}, "invalid_redis_prefix"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := redis.Open(t.Context(), tt.opts)
+			require.ErrorIs(t, err, errdefs.ErrInvalid)
+			assert.Equal(t, tt.want, errdefs.CodeOf(err))
+			assert.NotContains(t, err.Error(), "s3cret", "the error shows the password")
+		})
+	}
 }

@@ -349,3 +349,27 @@ func TestFencedAppendRacesTakeOver(t *testing.T) {
 	}
 	t.Logf("replica a appended %d events before it was fenced", accepted)
 }
+
+// TestDeleteSessionLeavesNoKeys checks that a session's keys and its
+// entries in every index go with it: Redis drops a sorted set once it is
+// empty, so after the only session is deleted no key is left.
+func TestDeleteSessionLeavesNoKeys(t *testing.T) {
+	ctx, srv := t.Context(), redistest.Use(t)
+	st := mustOpen(t, srv)
+	s := mustCreateSession(t, st)
+	s.State, s.ParentID, s.ExpiresAt = session.StateClosed, newID(), time.Now().Add(time.Hour)
+	require.NoError(t, st.UpdateSession(ctx, s))
+	for _, state := range []session.RunState{session.RunQueued, session.RunSucceeded} {
+		r := session.Run{ID: newID(), SessionID: s.ID, State: state, IdempotencyKey: "k", CreatedAt: time.Now()}
+		require.NoError(t, st.CreateRun(ctx, r))
+	}
+	require.NoError(t, st.AppendMessages(ctx, session.Message{ID: newID(), SessionID: s.ID, Role: session.RoleUser}))
+	require.NoError(t, st.PutMemory(ctx, session.MemoryEntry{SessionID: s.ID, Key: "k", Value: []byte(`1`)}, 0))
+	require.NoError(t, st.AppendEvents(ctx, tokenEvents(s.ID, "m", 2)))
+	_, err := st.AcquireLease(ctx, s.ID, "replica-a", time.Minute)
+	require.NoError(t, err)
+	require.Greater(t, len(srv.Keys(t)), 10, "keys of a populated session")
+
+	require.NoError(t, st.DeleteSession(ctx, s.ID))
+	assert.Empty(t, srv.Keys(t), "keys left after the delete")
+}

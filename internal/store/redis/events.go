@@ -1,0 +1,160 @@
+package redis
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// A session's log is one Redis Stream whose entry ids are "<seq>-0", so
+// that an SSE cursor, which is a seq, is a stream id as it stands: Redis
+// completes an id given without its "-<n>" part with "-0", so XREAD after
+// "41" and XRANGE from "42" mean exactly "after event 41". Ids "<seq>-1"
+// would need the suffix everywhere, and a bare seq would replay the event
+// it names. "-0" is possible because seqs start at 1 (XADD refuses 0-0).
+// Entries hold r (run id), t (type), ts (time in microseconds, as SQLite
+// keeps it), d (data) and m (meta), always all five, so Redis stores the
+// field names once per stream node rather than once per entry.
+
+// AppendEvents appends evs, all of one session, numbering them from the
+// session's LastSeq + 1 in the same script that adds them to the stream,
+// and writes each seq into evs. Either the whole batch is appended or none
+// of it: a batch that names more than one session is ErrInvalid, an unknown
+// session ErrNotFound. It returns once Redis has acknowledged the batch;
+// whether that survives a Redis restart depends on Redis' persistence (see
+// PersistenceWarning).
+func (s *Store) AppendEvents(ctx context.Context, evs []session.Event) error {
+	return s.appendEvents(ctx, evs, "")
+}
+
+// AppendEventsFenced is AppendEvents that appends only while the session's
+// lease is held with token, which the script checks atomically with the
+// append. Otherwise nothing is appended and the error wraps
+// session.ErrFenced.
+func (s *Store) AppendEventsFenced(ctx context.Context, token int64, evs []session.Event) error {
+	return s.appendEvents(ctx, evs, strconv.FormatInt(token, 10))
+}
+
+// packBufs holds the buffers batches are packed into, so that a busy
+// session's appends do not allocate one each.
+var packBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledPack is the largest buffer put back in packBufs; a rare huge
+// batch should not pin its buffer.
+const maxPooledPack = 64 << 10
+
+// appendEvents appends evs, fenced by token unless it is "".
+func (s *Store) appendEvents(ctx context.Context, evs []session.Event, token string) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	id := evs[0].SessionID
+	for i := 1; i < len(evs); i++ {
+		if evs[i].SessionID != id {
+			return errdefs.New(errdefs.ErrInvalid, "mixed_sessions",
+				"event batch mixes sessions %s and %s", id, evs[i].SessionID)
+		}
+	}
+	buf := packBufs.Get().(*[]byte)
+	*buf = packEvents((*buf)[:0], evs)
+	tag := s.prefix + "{" + id + "}:"
+	var cmd *goredis.Cmd
+	if token == "" {
+		cmd = scriptEventsAppend.Run(ctx, s.rdb, []string{tag + "s", tag + "ev"}, *buf)
+	} else {
+		cmd = scriptEventsAppend.Run(ctx, s.rdb, []string{tag + "s", tag + "ev", tag + "lease"}, *buf, token)
+	}
+	last, err := cmd.Int64()
+	if cap(*buf) <= maxPooledPack {
+		packBufs.Put(buf)
+	}
+	switch {
+	case isReply(err, replyNoSession):
+		return session.SessionNotFound(id)
+	case isReply(err, replyFenced):
+		return fmt.Errorf("append events to session %s: %w", id, session.ErrFenced)
+	case err != nil:
+		return fmt.Errorf("append events to session %s: %w", id, err)
+	}
+	first := last - int64(len(evs)) + 1
+	for i := range evs {
+		evs[i].Seq = first + int64(i)
+	}
+	return nil
+}
+
+// packEvents appends evs to dst as events_append.lua unpacks them: for
+// each, its run id, type, time, data and meta, each after its length in 4
+// bytes, big endian. One argument for the whole batch keeps the append
+// down to a handful of allocations whatever its size.
+func packEvents(dst []byte, evs []session.Event) []byte {
+	for i := range evs {
+		ev := &evs[i]
+		dst = packString(dst, ev.RunID)
+		dst = packString(dst, string(ev.Type))
+		n := len(dst)
+		dst = strconv.AppendInt(append(dst, 0, 0, 0, 0), micros(ev.Time), 10)
+		binary.BigEndian.PutUint32(dst[n:], uint32(len(dst)-n-4))
+		dst = packString(dst, ev.Data)
+		dst = packString(dst, ev.Meta)
+	}
+	return dst
+}
+
+func packString[S ~string | ~[]byte](dst []byte, s S) []byte {
+	return append(binary.BigEndian.AppendUint32(dst, uint32(len(s))), s...)
+}
+
+// ReadEvents returns a session's events with seq > after in seq order, at
+// most limit of them when limit > 0: one XRANGE from after+1, pipelined
+// with the check that the session exists.
+func (s *Store) ReadEvents(ctx context.Context, sessionID string, after int64, limit int) ([]session.Event, error) {
+	after = max(after, 0)
+	if after == math.MaxInt64 {
+		return nil, s.requireSession(ctx, sessionID)
+	}
+	tag := s.prefix + "{" + sessionID + "}:"
+	args := []any{"XRANGE", tag + "ev", strconv.FormatInt(after+1, 10), "+"}
+	if limit > 0 {
+		args = append(args, "COUNT", limit)
+	}
+	xrange := goredis.NewRawCmd(ctx, args...)
+	pipe := s.rdb.Pipeline()
+	_ = pipe.Process(ctx, xrange) // queued; Exec reports
+	exists := pipe.Exists(ctx, tag+"s")
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)
+	}
+	evs, err := newEntryReader(xrange.Val()).entries(nil, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)
+	}
+	// Events and session go together, so either one shows it exists.
+	if len(evs) == 0 && exists.Val() == 0 {
+		return nil, session.SessionNotFound(sessionID)
+	}
+	return evs, nil
+}
+
+// requireSession returns nil if session id exists, an ErrNotFound if not.
+func (s *Store) requireSession(ctx context.Context, id string) error {
+	n, err := s.rdb.Exists(ctx, s.sessionKey(id)).Result()
+	if err != nil {
+		return fmt.Errorf("look up session %s: %w", id, err)
+	}
+	if n == 0 {
+		return session.SessionNotFound(id)
+	}
+	return nil
+}
+
+// itoa formats n in decimal.
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -194,3 +194,28 @@ type Query struct {
 	// (retention deletes closed sessions some time after closing them).
 	UpdatedBefore time.Time
 }
+
+// Matches reports whether s passes q's filters, After and Limit aside. A
+// session that never expires fails ExpiresBefore. Stores that cannot
+// apply every filter in their own query filter with it.
+func (q *Query) Matches(s *Session) bool {
+	if (q.Tenant != "" && s.Tenant != q.Tenant) ||
+		(q.Agent != "" && s.Agent != q.Agent) ||
+		(q.State != "" && s.State != q.State) ||
+		(q.ParentID != "" && s.ParentID != q.ParentID) ||
+		(q.ForkedFrom != "" && s.ForkedFrom != q.ForkedFrom) {
+		return false
+	}
+	for k, v := range q.Metadata {
+		if got, ok := s.Metadata[k]; !ok || got != v {
+			return false
+		}
+	}
+	switch {
+	case !q.CreatedAfter.IsZero() && !s.CreatedAt.After(q.CreatedAfter),
+		!q.CreatedBefore.IsZero() && !s.CreatedAt.Before(q.CreatedBefore),
+		!q.ExpiresBefore.IsZero() && (s.ExpiresAt.IsZero() || !s.ExpiresAt.Before(q.ExpiresBefore)):
+		return false
+	}
+	return q.UpdatedBefore.IsZero() || s.UpdatedAt.Before(q.UpdatedBefore)
+}

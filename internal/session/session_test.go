@@ -126,6 +126,47 @@ var runMoves = map[session.RunState][]session.RunState{
 	session.RunWaitingInput: {session.RunRunning, session.RunFailed, session.RunCancelled, session.RunInterrupted},
 }
 
+func TestQuery_Matches(t *testing.T) {
+	s := session.Session{ID: "s1", Tenant: "acme", Agent: "helper", State: session.StateRunning,
+		ParentID: "p", ForkedFrom: "f", Metadata: map[string]string{"user": "alice", "team": "core"},
+		CreatedAt: t0, UpdatedAt: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Hour)}
+	tests := []struct {
+		name string
+		q    session.Query
+		want bool
+	}{
+		{"no filter", session.Query{}, true},
+		{"every field", session.Query{Tenant: "acme", Agent: "helper", State: session.StateRunning,
+			ParentID: "p", ForkedFrom: "f", Metadata: map[string]string{"user": "alice"}}, true},
+		{"other tenant", session.Query{Tenant: "other"}, false},
+		{"other agent", session.Query{Agent: "coder"}, false},
+		{"other state", session.Query{State: session.StateClosed}, false},
+		{"other parent", session.Query{ParentID: "q"}, false},
+		{"other fork origin", session.Query{ForkedFrom: "g"}, false},
+		{"every metadata entry", session.Query{Metadata: map[string]string{"user": "alice", "team": "core"}}, true},
+		{"one metadata entry differs", session.Query{Metadata: map[string]string{"user": "alice", "team": "web"}}, false},
+		{"metadata key missing", session.Query{Metadata: map[string]string{"role": ""}}, false},
+		{"created after, exclusive", session.Query{CreatedAfter: t0}, false},
+		{"created after", session.Query{CreatedAfter: t0.Add(-time.Nanosecond)}, true},
+		{"created before, exclusive", session.Query{CreatedBefore: t0}, false},
+		{"created before", session.Query{CreatedBefore: t0.Add(time.Nanosecond)}, true},
+		{"expires before, exclusive", session.Query{ExpiresBefore: t0.Add(time.Hour)}, false},
+		{"expires before", session.Query{ExpiresBefore: t0.Add(2 * time.Hour)}, true},
+		{"updated before, exclusive", session.Query{UpdatedBefore: t0.Add(time.Minute)}, false},
+		{"updated before", session.Query{UpdatedBefore: t0.Add(2 * time.Minute)}, true},
+		{"after and limit are not filters", session.Query{After: &session.Cursor{CreatedAt: t0, ID: "a"}, Limit: 1}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.q.Matches(&s))
+		})
+	}
+	never := s
+	never.ExpiresAt = time.Time{}
+	q := session.Query{ExpiresBefore: t0.Add(100 * time.Hour)}
+	assert.False(t, q.Matches(&never), "a session that never expires is never due")
+}
+
 func TestRunState_CanBecome(t *testing.T) {
 	for _, from := range allRunStates {
 		for _, to := range allRunStates {

@@ -41,7 +41,7 @@ type Store struct {
 type record struct {
 	mu      sync.RWMutex
 	deleted bool           // set by DeleteSession so holders of a stale pointer fail
-	key     session.Cursor // its place in s.order; never changes
+	key     session.Cursor // its place in s.order; changed with both locks held
 	sess    session.Session
 	runs    []session.Run  // in creation order
 	runAt   map[string]int // index in runs by run id

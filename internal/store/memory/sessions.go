@@ -3,6 +3,7 @@ package memory
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"strings"
 
@@ -40,16 +41,57 @@ func (s *Store) GetSession(ctx context.Context, id string) (session.Session, err
 // UpdateSession replaces the stored session with sess, keeping its
 // LastSeq, if it is still at sess.Version; see kernel.SessionStore.
 func (s *Store) UpdateSession(ctx context.Context, sess session.Session) error {
-	return s.write(sess.ID, func(rec *record) error {
-		if rec.sess.Version != sess.Version {
-			return session.ErrStale
+	err := s.write(sess.ID, func(rec *record) error {
+		if !sess.CreatedAt.Equal(rec.key.CreatedAt) {
+			return errMoved
 		}
-		lastSeq := rec.sess.LastSeq
-		rec.sess = sess.Clone()
-		rec.sess.LastSeq = lastSeq
-		rec.sess.Version++
-		return nil
+		return rec.update(sess)
 	})
+	if err == errMoved {
+		return s.updateMoved(sess)
+	}
+	return err
+}
+
+// errMoved tells UpdateSession that the update moves the session in
+// s.order, which needs the store's lock too.
+var errMoved = errors.New("session moves in the listing")
+
+// updateMoved is UpdateSession for an update that changes CreatedAt, and
+// with it the session's place in s.order: it holds the store's lock, then
+// the record's.
+func (s *Store) updateMoved(sess session.Session) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := s.sessions[sess.ID]
+	if rec == nil {
+		return session.SessionNotFound(sess.ID)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if err := rec.update(sess); err != nil {
+		return err
+	}
+	if i, ok := s.place(rec.key); ok {
+		s.order = slices.Delete(s.order, i, i+1)
+	}
+	rec.key.CreatedAt = sess.CreatedAt
+	i, _ := s.place(rec.key)
+	s.order = slices.Insert(s.order, i, rec)
+	return nil
+}
+
+// update replaces the record's session with sess under the version rule.
+// The record's lock is held.
+func (rec *record) update(sess session.Session) error {
+	if rec.sess.Version != sess.Version {
+		return session.ErrStale
+	}
+	lastSeq := rec.sess.LastSeq
+	rec.sess = sess.Clone()
+	rec.sess.LastSeq = lastSeq
+	rec.sess.Version++
+	return nil
 }
 
 // DeleteSession removes the session with everything it owns. Children are
@@ -104,36 +146,8 @@ func (s *Store) ListSessions(ctx context.Context, q session.Query) ([]session.Se
 func (rec *record) match(q session.Query) (session.Session, bool) {
 	rec.mu.RLock()
 	defer rec.mu.RUnlock()
-	sess := &rec.sess
-	if (q.Tenant != "" && sess.Tenant != q.Tenant) ||
-		(q.Agent != "" && sess.Agent != q.Agent) ||
-		(q.State != "" && sess.State != q.State) ||
-		(q.ParentID != "" && sess.ParentID != q.ParentID) ||
-		(q.ForkedFrom != "" && sess.ForkedFrom != q.ForkedFrom) ||
-		!matchMetadata(sess.Metadata, q.Metadata) || !matchTimes(sess, q) {
+	if !q.Matches(&rec.sess) {
 		return session.Session{}, false
 	}
-	return sess.Clone(), true
-}
-
-// matchMetadata reports whether md holds every entry of want.
-func matchMetadata(md, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := md[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
-
-// matchTimes reports whether sess passes q's time filters: a session that
-// never expires fails ExpiresBefore.
-func matchTimes(sess *session.Session, q session.Query) bool {
-	switch {
-	case !q.CreatedAfter.IsZero() && !sess.CreatedAt.After(q.CreatedAfter),
-		!q.CreatedBefore.IsZero() && !sess.CreatedAt.Before(q.CreatedBefore),
-		!q.ExpiresBefore.IsZero() && (sess.ExpiresAt.IsZero() || !sess.ExpiresAt.Before(q.ExpiresBefore)):
-		return false
-	}
-	return q.UpdatedBefore.IsZero() || sess.UpdatedAt.Before(q.UpdatedBefore)
+	return rec.sess.Clone(), true
 }

@@ -49,11 +49,12 @@ func benchAppend(b *testing.B, st kernel.Store, size int) {
 	ev := tokenEvent(s.ID)
 	batch := make([]session.Event, size)
 	ctx := b.Context()
+	token := mustAcquire(b, st, s.ID, suiteHolder, suiteTTL)
 	for b.Loop() {
 		for i := range batch {
 			batch[i] = ev
 		}
-		if err := st.AppendEvents(ctx, batch); err != nil {
+		if err := st.AppendEvents(ctx, token, batch); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -70,11 +71,16 @@ func benchAppendParallel(b *testing.B, st kernel.Store) {
 			b.Error(err)
 			return
 		}
+		token, err := st.AcquireLease(ctx, s.ID, suiteHolder, suiteTTL)
+		if err != nil {
+			b.Error(err)
+			return
+		}
 		batch := []session.Event{tokenEvent(s.ID)}
 		ev := batch[0]
 		for pb.Next() {
 			batch[0] = ev
-			if err := st.AppendEvents(ctx, batch); err != nil {
+			if err := st.AppendEvents(ctx, token, batch); err != nil {
 				b.Error(err)
 				return
 			}
@@ -99,12 +105,13 @@ func benchCreateSession(b *testing.B, st kernel.Store) {
 func benchReadEvents(b *testing.B, st kernel.Store) {
 	s := mustCreateSession(b, st)
 	ctx := b.Context()
+	token := mustAcquire(b, st, s.ID, suiteHolder, suiteTTL)
 	for range backlog / 100 {
 		batch := make([]session.Event, 100)
 		for i := range batch {
 			batch[i] = tokenEvent(s.ID)
 		}
-		require.NoError(b, st.AppendEvents(ctx, batch))
+		require.NoError(b, st.AppendEvents(ctx, token, batch))
 	}
 	for b.Loop() {
 		evs, err := st.ReadEvents(ctx, s.ID, 0, 0)

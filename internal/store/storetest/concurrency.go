@@ -33,7 +33,7 @@ func appendSingles(ctx context.Context, t *testing.T, st kernel.Store, sessionID
 	for i := range n {
 		batch[0] = session.TextMessageContent(writer, strconv.Itoa(i))
 		batch[0].SessionID, batch[0].RunID, batch[0].Time = sessionID, "run-1", at(i)
-		if err := st.AppendEvents(ctx, batch); err != nil {
+		if err := appendEvents(ctx, st, batch); err != nil {
 			t.Errorf("writer %s: append %d: %v", writer, i, err)
 			return
 		}
@@ -92,7 +92,7 @@ func testConcurrentBatches(t *testing.T, st kernel.Store) {
 		wg.Go(func() {
 			for range batches {
 				evs := newEvents(s.ID, 0, size)
-				if err := st.AppendEvents(ctx, evs); err != nil {
+				if err := appendEvents(ctx, st, evs); err != nil {
 					t.Errorf("append batch: %v", err)
 					return
 				}
@@ -165,10 +165,10 @@ func churn(ctx context.Context, t *testing.T, st kernel.Store, sessionID string,
 			_, err = st.ListSessions(ctx, kernel.SessionQuery{Limit: 10})
 		}
 		if err == nil {
-			err = st.CreateRun(ctx, newRun(sessionID))
+			err = st.CreateRun(ctx, newRun(sessionID), session.RunConstraints{})
 		}
 		if err == nil {
-			err = st.AppendMessages(ctx, newMessage(sessionID, strconv.Itoa(i)))
+			err = appendMessages(ctx, st, newMessage(sessionID, strconv.Itoa(i)))
 		}
 		if err == nil {
 			err = st.PutMemory(ctx, newEntry(sessionID, strconv.Itoa(i%10), strconv.Itoa(i)), noLimit)
@@ -189,7 +189,7 @@ func testConcurrentMessages(t *testing.T, st kernel.Store) {
 		wg.Go(func() {
 			for i := range perWriter {
 				pair := []session.Message{newMessage(s.ID, fmt.Sprintf("w%d %d a", w, i)), newMessage(s.ID, fmt.Sprintf("w%d %d b", w, i))}
-				if err := st.AppendMessages(ctx, pair...); err != nil {
+				if err := appendMessages(ctx, st, pair...); err != nil {
 					t.Errorf("append messages: %v", err)
 					return
 				}

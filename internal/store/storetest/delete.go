@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,7 +49,7 @@ func testDeleteCascade(t *testing.T, st kernel.Store) {
 	requireNotFound(t, err, "session_not_found")
 	_, err = st.GetRun(ctx, s.ID, r.ID)
 	requireNotFound(t, err, "")
-	_, err = st.ListRuns(ctx, s.ID, "", 0)
+	_, err = st.ListRuns(ctx, s.ID, session.RunQuery{})
 	requireNotFound(t, err, "")
 	_, err = st.FindRunByIdempotencyKey(ctx, s.ID, "k", at(0))
 	requireNotFound(t, err, "")
@@ -67,10 +68,16 @@ func testDeleteCascade(t *testing.T, st kernel.Store) {
 	assert.Empty(t, byState, "runs of a deleted session")
 
 	// Nor can anything be written to it any more.
-	requireNotFound(t, st.AppendEvents(ctx, newEvents(s.ID, 3, 1)), "")
-	requireNotFound(t, st.AppendMessages(ctx, newMessage(s.ID, "late")), "")
+	// The lease went with the session, and the session is not found
+	// before the token is checked.
+	token := mustToken(t, st, s.ID)
+	requireNotFound(t, st.AppendEvents(ctx, token, newEvents(s.ID, 3, 1)), "")
+	requireNotFound(t, st.AppendMessages(ctx, token, newMessage(s.ID, "late")), "")
 	requireNotFound(t, st.PutMemory(ctx, newEntry(s.ID, "late", `1`), noLimit), "")
-	requireNotFound(t, st.CreateRun(ctx, newRun(s.ID)), "")
+	requireNotFound(t, st.CreateRun(ctx, newRun(s.ID), session.RunConstraints{}), "")
+	requireNotFound(t, st.UpdateSession(ctx, s), "")
+	_, err = st.AcquireLease(ctx, s.ID, "replica-a", time.Minute)
+	requireNotFound(t, err, "")
 	requireNotFound(t, st.DeleteSession(ctx, s.ID), "session_not_found")
 }
 
@@ -101,10 +108,11 @@ func testDeleteRecreate(t *testing.T, st kernel.Store) {
 	s := mustCreateSession(t, st)
 	populate(t, st, s.ID)
 	require.NoError(t, st.DeleteSession(ctx, s.ID))
+	forgetLease(st, s.ID)
 	require.NoError(t, st.CreateSession(ctx, s))
 
 	assert.Zero(t, mustGetSession(t, st, s.ID).LastSeq)
-	runs, err := st.ListRuns(ctx, s.ID, "", 0)
+	runs, err := st.ListRuns(ctx, s.ID, session.RunQuery{})
 	require.NoError(t, err)
 	assert.Empty(t, runs)
 	assert.Empty(t, mustListMessages(t, st, s.ID, 0, 0))

@@ -47,7 +47,7 @@ func newEvents(sessionID string, first, n int) []session.Event {
 // mustAppendEvents appends evs and returns them with their seqs.
 func mustAppendEvents(tb testing.TB, st kernel.Store, evs []session.Event) []session.Event {
 	tb.Helper()
-	require.NoError(tb, st.AppendEvents(tb.Context(), evs), "append events")
+	require.NoError(tb, appendEvents(tb.Context(), st, evs), "append events")
 	return evs
 }
 
@@ -118,6 +118,7 @@ func testEventUpdateKeepsLastSeq(t *testing.T, st kernel.Store) {
 	for _, stale := range []int64{0, 2, 99} {
 		s.LastSeq, s.Name = stale, fmt.Sprintf("stale %d", stale)
 		require.NoError(t, st.UpdateSession(ctx, s))
+		s.Version++
 		got := mustGetSession(t, st, s.ID)
 		assert.EqualValues(t, 3, got.LastSeq, "after an update carrying LastSeq %d", stale)
 		assert.Equal(t, s.Name, got.Name)
@@ -182,7 +183,7 @@ func testEventRead(t *testing.T, st kernel.Store) {
 func testEventUnknownSession(t *testing.T, st kernel.Store) {
 	ctx, id := t.Context(), newID()
 	evs := newEvents(id, 0, 2)
-	requireNotFound(t, st.AppendEvents(ctx, evs), "session_not_found")
+	requireNotFound(t, st.AppendEvents(ctx, 1, evs), "session_not_found")
 	assert.Equal(t, []int64{0, 0}, seqs(evs), "seqs of a failed append")
 	_, err := st.ReadEvents(ctx, id, 0, 0)
 	requireNotFound(t, err, "session_not_found")
@@ -191,7 +192,7 @@ func testEventUnknownSession(t *testing.T, st kernel.Store) {
 func testEventMixedBatch(t *testing.T, st kernel.Store) {
 	a, b := mustCreateSession(t, st), mustCreateSession(t, st)
 	evs := append(newEvents(a.ID, 0, 2), newEvent(b.ID, "run-1", 2))
-	requireErr(t, st.AppendEvents(t.Context(), evs), errdefs.ErrInvalid, "")
+	requireErr(t, appendEvents(t.Context(), st, evs), errdefs.ErrInvalid, "mixed_sessions")
 	assert.Equal(t, []int64{0, 0, 0}, seqs(evs), "seqs of a rejected batch")
 	assert.Empty(t, mustReadEvents(t, st, a.ID, 0, 0))
 	assert.Empty(t, mustReadEvents(t, st, b.ID, 0, 0))
@@ -200,8 +201,9 @@ func testEventMixedBatch(t *testing.T, st kernel.Store) {
 
 func testEventEmptyBatch(t *testing.T, st kernel.Store) {
 	s := mustCreateSession(t, st)
-	require.NoError(t, st.AppendEvents(t.Context(), nil))
-	require.NoError(t, st.AppendEvents(t.Context(), []session.Event{}))
+	token := mustToken(t, st, s.ID)
+	require.NoError(t, st.AppendEvents(t.Context(), token, nil))
+	require.NoError(t, st.AppendEvents(t.Context(), token, []session.Event{}))
 	assert.Zero(t, mustGetSession(t, st, s.ID).LastSeq)
 }
 

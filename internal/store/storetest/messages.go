@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/session"
 )
@@ -15,6 +16,7 @@ import (
 var messageTests = []test{
 	{"append numbers positions from 1", testMessagePositions},
 	{"sessions number positions independently", testMessageSessions},
+	{"a call naming two sessions is rejected whole", testMessageMixedBatch},
 	{"append to an unknown session is not found", testMessageUnknownSession},
 	{"messages keep every field", testMessageRoundTrip},
 	{"list pages by position", testMessageList},
@@ -39,7 +41,7 @@ func mustAppendMessages(tb testing.TB, st kernel.Store, sessionID string, n int)
 	for i := range msgs {
 		msgs[i] = newMessage(sessionID, fmt.Sprintf("message %d", len(before)+i+1))
 	}
-	require.NoError(tb, st.AppendMessages(tb.Context(), msgs...), "append messages")
+	require.NoError(tb, appendMessages(tb.Context(), st, msgs...), "append messages")
 	for i := range msgs {
 		msgs[i].Position = int64(len(before) + i + 1)
 	}
@@ -76,9 +78,9 @@ func testMessageSessions(t *testing.T, st kernel.Store) {
 	a, b := mustCreateSession(t, st), mustCreateSession(t, st)
 	mustAppendMessages(t, st, a.ID, 2)
 	mustAppendMessages(t, st, b.ID, 1)
-	// One call may name several sessions; each continues its own count.
-	mixed := []session.Message{newMessage(b.ID, "b2"), newMessage(a.ID, "a3"), newMessage(b.ID, "b3")}
-	require.NoError(t, st.AppendMessages(t.Context(), mixed...))
+	// Each session continues its own count.
+	require.NoError(t, appendMessages(t.Context(), st, newMessage(b.ID, "b2"), newMessage(b.ID, "b3")))
+	require.NoError(t, appendMessages(t.Context(), st, newMessage(a.ID, "a3")))
 
 	gotA, gotB := mustListMessages(t, st, a.ID, 0, 0), mustListMessages(t, st, b.ID, 0, 0)
 	assert.Equal(t, []int64{1, 2, 3}, positions(gotA))
@@ -87,9 +89,19 @@ func testMessageSessions(t *testing.T, st kernel.Store) {
 	assert.Equal(t, []string{"b2", "b3"}, []string{gotB[1].Content, gotB[2].Content})
 }
 
+func testMessageMixedBatch(t *testing.T, st kernel.Store) {
+	a, b := mustCreateSession(t, st), mustCreateSession(t, st)
+	mustToken(t, st, b.ID) // both sessions' leases are held
+	mixed := []session.Message{newMessage(a.ID, "a1"), newMessage(b.ID, "b1"), newMessage(a.ID, "a2")}
+	requireErr(t, appendMessages(t.Context(), st, mixed...), errdefs.ErrInvalid, "mixed_sessions")
+	assert.Equal(t, []int64{0, 0, 0}, positions(mixed), "positions of a rejected call")
+	assert.Empty(t, mustListMessages(t, st, a.ID, 0, 0))
+	assert.Empty(t, mustListMessages(t, st, b.ID, 0, 0))
+}
+
 func testMessageUnknownSession(t *testing.T, st kernel.Store) {
 	ctx, id := t.Context(), newID()
-	requireNotFound(t, st.AppendMessages(ctx, newMessage(id, "hi")), "session_not_found")
+	requireNotFound(t, st.AppendMessages(ctx, 1, newMessage(id, "hi")), "session_not_found")
 	_, err := st.ListMessages(ctx, id, 0, 0)
 	requireNotFound(t, err, "session_not_found")
 	_, err = st.RecentMessages(ctx, id, 10)
@@ -109,7 +121,7 @@ func testMessageRoundTrip(t *testing.T, st kernel.Store) {
 		{ID: newID(), SessionID: s.ID, RunID: runID, Role: session.RoleTool, Content: "no such key",
 			ToolCallID: "call_2", IsError: true, CreatedAt: at(3)},
 	}
-	require.NoError(t, st.AppendMessages(t.Context(), want...))
+	require.NoError(t, appendMessages(t.Context(), st, want...))
 	for i := range want {
 		want[i].Position = int64(i + 1)
 	}
@@ -170,7 +182,7 @@ func testMessageAliasing(t *testing.T, st kernel.Store) {
 	s := mustCreateSession(t, st)
 	m := newMessage(s.ID, "calling")
 	m.Role, m.ToolCalls = session.RoleAssistant, []session.ToolCall{{ID: "c1", Name: "current_time", Arguments: "{}"}}
-	require.NoError(t, st.AppendMessages(ctx, m))
+	require.NoError(t, appendMessages(ctx, st, m))
 	m.ToolCalls[0].Name = "changed after append"
 
 	listed := mustListMessages(t, st, s.ID, 0, 0)

@@ -49,7 +49,7 @@ func testSessionListExpiresBefore(t *testing.T, st kernel.Store) {
 		{"all that expire", kernel.SessionQuery{ExpiresBefore: at(100)}, []string{other.ID, later.ID, soon.ID}},
 		{"with tenant", kernel.SessionQuery{Tenant: "acme", ExpiresBefore: at(100)}, []string{later.ID, soon.ID}},
 		{"with limit", kernel.SessionQuery{ExpiresBefore: at(100), Limit: 1}, []string{other.ID}},
-		{"with before", kernel.SessionQuery{ExpiresBefore: at(100), Before: later.ID}, []string{soon.ID}},
+		{"with after", kernel.SessionQuery{ExpiresBefore: at(100), After: cursorOf(later)}, []string{soon.ID}},
 		{"zero means no filter", kernel.SessionQuery{}, []string{other.ID, later.ID, never.ID, soon.ID}},
 	}
 	for _, tt := range tests {

@@ -18,7 +18,10 @@ var runTests = []test{
 	{"create with a taken id is a conflict", testRunDuplicate},
 	{"unknown run is not found", testRunNotFound},
 	{"update replaces the run", testRunUpdate},
+	{"extension fields survive create and update", testRunExt},
 	{"list pages newest first", testRunListPaging},
+	{"list goes by creation order", testRunListOrder},
+	{"list filters by state", testRunListStates},
 	{"find by idempotency key", testRunIdempotency},
 	{"list by state spans sessions oldest first", testRunsByState},
 	{"values never alias the store", testRunAliasing},
@@ -41,7 +44,7 @@ func newRun(sessionID string, edits ...func(*session.Run)) session.Run {
 func mustCreateRun(tb testing.TB, st kernel.Store, sessionID string, edits ...func(*session.Run)) session.Run {
 	tb.Helper()
 	r := newRun(sessionID, edits...)
-	require.NoError(tb, st.CreateRun(tb.Context(), r), "create run")
+	require.NoError(tb, st.CreateRun(tb.Context(), r, session.RunConstraints{}), "create run")
 	return r
 }
 
@@ -76,18 +79,58 @@ func testRunRoundTrip(t *testing.T, st kernel.Store) {
 		r.Usage = session.Usage{InputTokens: 1234, OutputTokens: 56}
 		r.StartSeq, r.EndSeq = 1, 42
 	})
-	assert.Equal(t, normRun(want), normRun(mustGetRun(t, st, s.ID, want.ID)))
+	got := mustGetRun(t, st, s.ID, want.ID)
+	assert.Equal(t, normRun(want), normRun(got))
+	assert.Zero(t, got.Version, "Version of a new run")
+}
+
+func testRunExt(t *testing.T, st kernel.Store) {
+	ctx := t.Context()
+	s := mustCreateSession(t, st)
+	want := mustCreateRun(t, st, s.ID, func(r *session.Run) {
+		r.State = session.RunWaitingInput
+		r.RunExt = session.RunExt{
+			IfBusy: "steer", SteeredInto: newID(), CancelRequested: true, Model: "large-2",
+			Decisions: []session.Decision{
+				{ToolCallID: "call_1", Approve: true, At: at(3)},
+				{ToolCallID: "call_2", Approve: false, Reason: "not that file ✗", At: at(4).Add(7 * time.Microsecond)},
+			},
+			Overrides: &session.Overrides{Model: "large-2", Temperature: float(0.7), MaxTokens: integer(0)},
+		}
+	})
+	got := mustGetRun(t, st, s.ID, want.ID)
+	assert.Equal(t, normRun(want), normRun(got))
+	require.Len(t, got.Decisions, 2)
+	assert.True(t, want.Decisions[1].At.Equal(got.Decisions[1].At), "decision time %v, want %v", got.Decisions[1].At, want.Decisions[1].At)
+	require.NotNil(t, got.Overrides.MaxTokens, "a zero max tokens is kept, not dropped")
+
+	// Update replaces them: a decision added, others emptied.
+	got.Decisions = append(got.Decisions, session.Decision{ToolCallID: "call_3", Approve: true, At: at(5)})
+	got.CancelRequested, got.SteeredInto, got.Overrides = false, "", nil
+	require.NoError(t, st.UpdateRun(ctx, got))
+	got.Version++
+	again := mustGetRun(t, st, s.ID, want.ID)
+	assert.Equal(t, normRun(got), normRun(again))
+	assert.Nil(t, again.Overrides)
+
+	again.RunExt = session.RunExt{}
+	require.NoError(t, st.UpdateRun(ctx, again))
+	again.Version++
+	assert.Equal(t, normRun(again), normRun(mustGetRun(t, st, s.ID, want.ID)))
 }
 
 func testRunUnknownSession(t *testing.T, st kernel.Store) {
-	requireNotFound(t, st.CreateRun(t.Context(), newRun(newID())), "session_not_found")
+	ctx := t.Context()
+	requireNotFound(t, st.CreateRun(ctx, newRun(newID()), session.RunConstraints{}), "session_not_found")
+	constrained := session.RunConstraints{IdempotentSince: at(0), MaxQueued: 1}
+	requireNotFound(t, st.CreateRun(ctx, newRun(newID(), created(1, session.RunQueued, "k")), constrained), "session_not_found")
 }
 
 func testRunDuplicate(t *testing.T, st kernel.Store) {
 	s := mustCreateSession(t, st)
 	orig := mustCreateRun(t, st, s.ID)
 	dup := newRun(s.ID, func(r *session.Run) { r.ID, r.Input = orig.ID, "other" })
-	requireErr(t, st.CreateRun(t.Context(), dup), errdefs.ErrConflict, "")
+	requireErr(t, st.CreateRun(t.Context(), dup, session.RunConstraints{}), errdefs.ErrConflict, "run_exists")
 	assert.Equal(t, "hello", mustGetRun(t, st, s.ID, orig.ID).Input, "the original survives")
 }
 
@@ -103,7 +146,9 @@ func testRunNotFound(t *testing.T, st kernel.Store) {
 	requireNotFound(t, err, "session_not_found")
 	requireNotFound(t, st.UpdateRun(ctx, newRun(s.ID)), "run_not_found")
 	requireNotFound(t, st.UpdateRun(ctx, newRun(newID())), "session_not_found")
-	_, err = st.ListRuns(ctx, newID(), "", 0)
+	_, err = st.ListRuns(ctx, newID(), session.RunQuery{})
+	requireNotFound(t, err, "session_not_found")
+	_, err = st.ListRuns(ctx, newID(), session.RunQuery{States: []session.RunState{session.RunQueued}, Limit: 1})
 	requireNotFound(t, err, "session_not_found")
 }
 
@@ -114,12 +159,14 @@ func testRunUpdate(t *testing.T, st kernel.Store) {
 	require.NoError(t, r.Transition(session.RunRunning, at(2)))
 	r.StartSeq = 1
 	require.NoError(t, st.UpdateRun(ctx, r))
+	r.Version++
 	assert.Equal(t, normRun(r), normRun(mustGetRun(t, st, s.ID, r.ID)))
 
 	require.NoError(t, r.Transition(session.RunFailed, at(3)))
 	r.Error = &session.RunError{Code: session.ErrorCodeTimeout, Message: "run timed out"}
 	r.Usage, r.EndSeq = session.Usage{InputTokens: 10, OutputTokens: 20}, 7
 	require.NoError(t, st.UpdateRun(ctx, r))
+	r.Version++
 	assert.Equal(t, normRun(r), normRun(mustGetRun(t, st, s.ID, r.ID)))
 
 	r.Error = nil // replace, not merge
@@ -129,10 +176,10 @@ func testRunUpdate(t *testing.T, st kernel.Store) {
 
 func testRunListPaging(t *testing.T, st kernel.Store) {
 	s, other := mustCreateSession(t, st), mustCreateSession(t, st)
-	var want []session.Run // newest first
+	var want, otherRuns []session.Run // newest first
 	for i := range 5 {
 		want = append([]session.Run{mustCreateRun(t, st, s.ID, created(i, session.RunSucceeded, ""))}, want...)
-		mustCreateRun(t, st, other.ID)
+		otherRuns = append(otherRuns, mustCreateRun(t, st, other.ID))
 	}
 	tests := []struct {
 		name   string
@@ -146,15 +193,103 @@ func testRunListPaging(t *testing.T, st kernel.Store) {
 		{"last page", want[3].ID, 2, want[4:]},
 		{"before the oldest", want[4].ID, 0, nil},
 		{"limit above count", "", 50, want},
+		{"before an unknown run", newID(), 0, nil},
+		{"before a run of another session", otherRuns[0].ID, 0, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := st.ListRuns(t.Context(), s.ID, tt.before, tt.limit)
+			got, err := st.ListRuns(t.Context(), s.ID, session.RunQuery{Before: tt.before, Limit: tt.limit})
 			require.NoError(t, err)
 			assert.Equal(t, runIDs(tt.want), runIDs(got))
 			assert.Equal(t, normAll(tt.want, normRun), normAll(got, normRun))
 		})
 	}
+}
+
+func testRunListOrder(t *testing.T, st kernel.Store) {
+	ctx := t.Context()
+	s := mustCreateSession(t, st)
+	// Ids chosen against the order of creation, and CreatedAt going back:
+	// neither decides the listing, the order of CreateRun calls does.
+	var want []session.Run // newest first
+	for i, id := range []string{"run-e", "run-a", "run-d", "run-b", "run-c"} {
+		r := mustCreateRun(t, st, s.ID, created(10-i, session.RunSucceeded, ""), func(r *session.Run) { r.ID = id })
+		want = append([]session.Run{r}, want...)
+	}
+	list := func(q session.RunQuery) []string {
+		t.Helper()
+		got, err := st.ListRuns(ctx, s.ID, q)
+		require.NoError(t, err)
+		return runIDs(got)
+	}
+	assert.Equal(t, runIDs(want), list(session.RunQuery{}))
+	assert.Equal(t, runIDs(want[1:3]), list(session.RunQuery{Before: want[0].ID, Limit: 2}))
+	assert.Equal(t, runIDs(want[3:]), list(session.RunQuery{Before: want[2].ID}))
+
+	// Updates keep a run's place, whatever they change.
+	r := want[3]
+	r.CreatedAt, r.State = at(99), session.RunSucceeded
+	require.NoError(t, st.UpdateRun(ctx, r))
+	assert.Equal(t, runIDs(want), list(session.RunQuery{}))
+}
+
+func testRunListStates(t *testing.T, st kernel.Store) {
+	ctx := t.Context()
+	s, other := mustCreateSession(t, st), mustCreateSession(t, st)
+	// Oldest first, in one session, one run of each state but two queued.
+	states := []session.RunState{session.RunSucceeded, session.RunQueued, session.RunFailed, session.RunRunning,
+		session.RunQueued, session.RunCancelled, session.RunSteered, session.RunWaitingInput, session.RunInterrupted}
+	runs := make([]session.Run, len(states))
+	for i, state := range states {
+		runs[i] = mustCreateRun(t, st, s.ID, created(i, state, ""))
+		mustCreateRun(t, st, other.ID, created(i, state, ""))
+	}
+	ids := func(idx ...int) []string {
+		out := []string{}
+		for _, i := range idx {
+			out = append(out, runs[i].ID)
+		}
+		return out
+	}
+	busy := []session.RunState{session.RunQueued, session.RunRunning, session.RunWaitingInput}
+	tests := []struct {
+		name string
+		q    session.RunQuery
+		want []string
+	}{
+		{"one state", session.RunQuery{States: []session.RunState{session.RunQueued}}, ids(4, 1)},
+		{"several states", session.RunQuery{States: busy}, ids(7, 4, 3, 1)},
+		{"the newest busy run", session.RunQuery{States: busy, Limit: 1}, ids(7)},
+		{"the oldest queued run", session.RunQuery{States: []session.RunState{session.RunQueued}, Before: runs[4].ID, Limit: 1}, ids(1)},
+		{"states and before", session.RunQuery{States: busy, Before: runs[4].ID}, ids(3, 1)},
+		{"before a run of another state", session.RunQuery{States: busy, Before: runs[6].ID, Limit: 2}, ids(4, 3)},
+		{"steered", session.RunQuery{States: []session.RunState{session.RunSteered}}, ids(6)},
+		{"terminal", session.RunQuery{States: []session.RunState{session.RunSucceeded, session.RunFailed,
+			session.RunCancelled, session.RunInterrupted}}, ids(8, 5, 2, 0)},
+		{"a state no run is in", session.RunQuery{States: []session.RunState{"nonexistent"}}, ids()},
+		{"no states means all", session.RunQuery{States: []session.RunState{}, Limit: 3}, ids(8, 7, 6)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := st.ListRuns(ctx, s.ID, tt.q)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, runIDs(got))
+			for _, r := range got {
+				assert.Equal(t, s.ID, r.SessionID)
+			}
+		})
+	}
+	t.Run("an update moves a run between states", func(t *testing.T) {
+		r := runs[1]
+		require.NoError(t, r.Transition(session.RunRunning, at(20)))
+		require.NoError(t, st.UpdateRun(ctx, r))
+		got, err := st.ListRuns(ctx, s.ID, session.RunQuery{States: []session.RunState{session.RunQueued}})
+		require.NoError(t, err)
+		assert.Equal(t, ids(4), runIDs(got))
+		got, err = st.ListRuns(ctx, s.ID, session.RunQuery{States: []session.RunState{session.RunRunning}})
+		require.NoError(t, err)
+		assert.Equal(t, ids(3, 1), runIDs(got), "the run keeps its place in creation order")
+	})
 }
 
 func testRunIdempotency(t *testing.T, st kernel.Store) {
@@ -228,12 +363,12 @@ func testRunAliasing(t *testing.T, st kernel.Store) {
 	s := mustCreateSession(t, st)
 	r := newRun(s.ID, created(1, session.RunFailed, ""))
 	r.Error = &session.RunError{Code: session.ErrorCodeInternal, Message: "boom"}
-	require.NoError(t, st.CreateRun(ctx, r))
+	require.NoError(t, st.CreateRun(ctx, r, session.RunConstraints{}))
 	r.Error.Message = "changed after create"
 
 	got := mustGetRun(t, st, s.ID, r.ID)
 	got.Error.Message = "changed after get"
-	listed, err := st.ListRuns(ctx, s.ID, "", 0)
+	listed, err := st.ListRuns(ctx, s.ID, session.RunQuery{})
 	require.NoError(t, err)
 	listed[0].Error.Message = "changed after list"
 	byState, err := st.ListRunsByState(ctx, session.RunFailed)
@@ -243,7 +378,20 @@ func testRunAliasing(t *testing.T, st kernel.Store) {
 
 	upd := mustGetRun(t, st, s.ID, r.ID)
 	upd.Error = &session.RunError{Code: session.ErrorCodeInternal, Message: "updated"}
+	upd.Decisions = []session.Decision{{ToolCallID: "c1", Approve: true, At: at(2)}}
+	upd.Overrides = &session.Overrides{Model: "m", Temperature: float(1)}
 	require.NoError(t, st.UpdateRun(ctx, upd))
 	upd.Error.Message = "changed after update"
-	assert.Equal(t, "updated", mustGetRun(t, st, s.ID, r.ID).Error.Message)
+	upd.Decisions[0].ToolCallID = "changed after update"
+	*upd.Overrides.Temperature = 2
+	got = mustGetRun(t, st, s.ID, r.ID)
+	assert.Equal(t, "updated", got.Error.Message)
+	assert.Equal(t, "c1", got.Decisions[0].ToolCallID)
+	assert.InDelta(t, 1.0, *got.Overrides.Temperature, 0)
+
+	got.Decisions[0].ToolCallID = "changed after get"
+	*got.Overrides.Temperature = 3
+	again := mustGetRun(t, st, s.ID, r.ID)
+	assert.Equal(t, "c1", again.Decisions[0].ToolCallID)
+	assert.InDelta(t, 1.0, *again.Overrides.Temperature, 0)
 }

@@ -12,6 +12,9 @@
 package storetest
 
 import (
+	"bytes"
+	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -48,6 +51,9 @@ func Run(t *testing.T, open func(t *testing.T) kernel.Store) {
 		{"events", eventTests},
 		{"concurrency", concurrencyTests},
 		{"delete", deleteTests},
+		{"leases", leaseTests},
+		{"versions", versionTests},
+		{"constraints", constraintTests},
 	}
 	t.Run("ping", func(t *testing.T) {
 		require.NoError(t, open(t).Ping(t.Context()))
@@ -59,7 +65,11 @@ func Run(t *testing.T, open func(t *testing.T) kernel.Store) {
 
 func runGroup(t *testing.T, open opener, tests []test) {
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
+		t.Run(tc.name, func(t *testing.T) {
+			st := open(t)
+			t.Cleanup(func() { forgetStore(st) })
+			tc.fn(t, st)
+		})
 	}
 }
 
@@ -94,10 +104,19 @@ func requireNotFound(t *testing.T, err error, code string) {
 func utc(t time.Time) time.Time { return t.UTC() }
 
 // normSession makes s comparable with require.Equal across backends.
+// AgentState is compared as JSON: a backend may store it compacted.
 func normSession(s session.Session) session.Session {
 	s.CreatedAt, s.UpdatedAt, s.ExpiresAt = utc(s.CreatedAt), utc(s.UpdatedAt), utc(s.ExpiresAt)
 	if len(s.Metadata) == 0 {
 		s.Metadata = nil
+	}
+	if len(s.AgentState) > 0 {
+		var b bytes.Buffer
+		if json.Compact(&b, s.AgentState) == nil {
+			s.AgentState = b.Bytes()
+		}
+	} else {
+		s.AgentState = nil
 	}
 	return s
 }
@@ -105,6 +124,14 @@ func normSession(s session.Session) session.Session {
 // normRun makes r comparable with require.Equal across backends.
 func normRun(r session.Run) session.Run {
 	r.CreatedAt, r.StartedAt, r.EndedAt = utc(r.CreatedAt), utc(r.StartedAt), utc(r.EndedAt)
+	if len(r.Decisions) == 0 {
+		r.Decisions = nil
+	} else {
+		r.Decisions = slices.Clone(r.Decisions)
+		for i := range r.Decisions {
+			r.Decisions[i].At = utc(r.Decisions[i].At)
+		}
+	}
 	return r
 }
 

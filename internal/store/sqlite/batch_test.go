@@ -80,14 +80,20 @@ func TestWriter_MissingSessionFailsAlone(t *testing.T) {
 	ctx := t.Context()
 	id, gone := createSession(t, s), uuid.NewString()
 	now := time.Now().UTC()
+	token := tokenOf(s, id)
 	release := hold(t, s)
+	none := session.RunConstraints{}
 	results := queued(t, s,
-		func() error { return s.CreateRun(ctx, session.Run{SessionID: gone, ID: "r1", CreatedAt: now}) },
-		func() error { return s.CreateRun(ctx, session.Run{SessionID: id, ID: "r1", CreatedAt: now}) },
+		func() error { return s.CreateRun(ctx, session.Run{SessionID: gone, ID: "r1", CreatedAt: now}, none) },
+		func() error { return s.CreateRun(ctx, session.Run{SessionID: id, ID: "r1", CreatedAt: now}, none) },
 		func() error { return s.UpdateRun(ctx, session.Run{SessionID: id, ID: "r2", CreatedAt: now}) },
 		func() error {
-			return s.AppendMessages(ctx, session.Message{SessionID: id, ID: "m1", CreatedAt: now},
+			return s.AppendMessages(ctx, token, session.Message{SessionID: gone, ID: "m1", CreatedAt: now},
 				session.Message{SessionID: gone, ID: "m2", CreatedAt: now})
+		},
+		func() error {
+			return s.AppendMessages(ctx, token+1, session.Message{SessionID: id, ID: "m1", CreatedAt: now},
+				session.Message{SessionID: id, ID: "m2", CreatedAt: now})
 		},
 		func() error {
 			return s.PutMemory(ctx, session.MemoryEntry{SessionID: gone, Key: "k", UpdatedAt: now}, 0)
@@ -96,20 +102,29 @@ func TestWriter_MissingSessionFailsAlone(t *testing.T) {
 			return s.PutMemory(ctx, session.MemoryEntry{SessionID: id, Key: "k", UpdatedAt: now}, 0)
 		},
 		func() error { return s.DeleteMemory(ctx, id, "other") },
-		func() error { return s.AppendEvents(ctx, events(id, 2)) },
+		func() error { return s.AppendEvents(ctx, token, events(gone, 1)) },
+		func() error { return s.AppendEvents(ctx, token+1, events(id, 1)) },
+		func() error { return s.AppendEvents(ctx, token, events(id, 2)) },
 	)
 	release()
 
-	want := []string{"session_not_found", "", "run_not_found", "session_not_found", "session_not_found",
-		"", "memory_key_not_found", ""}
+	want := []struct {
+		kind error
+		code string
+	}{
+		{errdefs.ErrNotFound, "session_not_found"}, {}, {errdefs.ErrNotFound, "run_not_found"},
+		{errdefs.ErrNotFound, "session_not_found"}, {errdefs.ErrUnavailable, "lease_lost"},
+		{errdefs.ErrNotFound, "session_not_found"}, {}, {errdefs.ErrNotFound, "memory_key_not_found"},
+		{errdefs.ErrNotFound, "session_not_found"}, {errdefs.ErrUnavailable, "lease_lost"}, {},
+	}
 	for i, res := range results {
 		err := <-res
-		if want[i] == "" {
+		if want[i].kind == nil {
 			assert.NoError(t, err, "call %d", i)
 			continue
 		}
-		assert.ErrorIs(t, err, errdefs.ErrNotFound, "call %d", i)
-		assert.Equal(t, want[i], errdefs.CodeOf(err), "call %d", i)
+		assert.ErrorIs(t, err, want[i].kind, "call %d", i)
+		assert.Equal(t, want[i].code, errdefs.CodeOf(err), "call %d", i)
 	}
 	msgs, err := s.ListMessages(ctx, id, 0, 0)
 	require.NoError(t, err)
@@ -127,14 +142,15 @@ func TestWriter_DeleteAndRecreateInOneBatch(t *testing.T) {
 	ctx := t.Context()
 	sess := newSession()
 	require.NoError(t, s.CreateSession(ctx, sess))
+	token := takeLease(t, s, sess.ID)
 	release := hold(t, s)
-	before, after := events(sess.ID, 2), events(sess.ID, 1)
+	before, fenced := events(sess.ID, 2), events(sess.ID, 1)
 	results := queued(t, s,
-		func() error { return s.AppendEvents(ctx, before) },
+		func() error { return s.AppendEvents(ctx, token, before) },
 		func() error { return s.DeleteSession(ctx, sess.ID) },
-		func() error { return s.AppendEvents(ctx, events(sess.ID, 1)) },
+		func() error { return s.AppendEvents(ctx, token, events(sess.ID, 1)) },
 		func() error { return s.CreateSession(ctx, sess) },
-		func() error { return s.AppendEvents(ctx, after) },
+		func() error { return s.AppendEvents(ctx, token, fenced) },
 	)
 	release()
 
@@ -143,12 +159,18 @@ func TestWriter_DeleteAndRecreateInOneBatch(t *testing.T) {
 	require.NoError(t, <-results[1])
 	require.ErrorIs(t, <-results[2], errdefs.ErrNotFound, "an append between delete and create")
 	require.NoError(t, <-results[3])
-	require.NoError(t, <-results[4])
+	require.ErrorIs(t, <-results[4], session.ErrFenced, "the lease went with the deleted session")
+	got, err := s.GetSession(ctx, sess.ID)
+	require.NoError(t, err)
+	assert.Zero(t, got.LastSeq)
+
+	after := events(sess.ID, 1)
+	require.NoError(t, s.AppendEvents(ctx, takeLease(t, s, sess.ID), after))
 	assert.EqualValues(t, 1, after[0].Seq, "the new session's log starts at 1")
 	evs, err := s.ReadEvents(ctx, sess.ID, 0, 0)
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
-	got, err := s.GetSession(ctx, sess.ID)
+	got, err = s.GetSession(ctx, sess.ID)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, got.LastSeq)
 }
@@ -170,7 +192,7 @@ func TestWriter_FailingCallFailsAlone(t *testing.T) {
 	results := queued(t, s,
 		func() error { return s.CreateSession(ctx, good) },
 		func() error { return s.write(ctx, bad) },
-		func() error { return s.AppendEvents(ctx, evs) },
+		func() error { return appendEvents(ctx, s, evs) },
 	)
 	release()
 
@@ -218,6 +240,7 @@ func TestWriter_CallerOrder(t *testing.T) {
 					t.Error(err)
 					return
 				}
+				sess.Version++
 			}
 			sessions[i] = sess
 		})

@@ -63,7 +63,7 @@ func benchAppendSessions(b *testing.B, sessions, perCall int) {
 				for i := range batch {
 					batch[i] = ev
 				}
-				if err := st.AppendEvents(ctx, batch); err != nil {
+				if err := appendEvents(ctx, st, batch); err != nil {
 					b.Error(err)
 					return
 				}
@@ -160,7 +160,7 @@ func streamEvents(b *testing.B, st *sqlite.Store, n int) (stop func()) {
 			batch := make([]session.Event, 1)
 			for i := 0; ctx.Err() == nil; i++ {
 				batch[0] = tokenEvent(id, i)
-				if err := st.AppendEvents(ctx, batch); err != nil && ctx.Err() == nil {
+				if err := appendEvents(ctx, st, batch); err != nil && ctx.Err() == nil {
 					b.Error(err)
 					return
 				}
@@ -182,7 +182,7 @@ func BenchmarkReplay10k(b *testing.B) {
 		for j := range batch {
 			batch[j] = tokenEvent(id, i+j)
 		}
-		if err := st.AppendEvents(ctx, batch); err != nil {
+		if err := appendEvents(ctx, st, batch); err != nil {
 			b.Fatal(err)
 		}
 	}

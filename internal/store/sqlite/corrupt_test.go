@@ -21,7 +21,8 @@ func writeRuns(t *testing.T, st *sqlite.Store, n int) {
 		s := mustCreateSession(t, st)
 		now := time.Now().UTC()
 		require.NoError(t, st.CreateRun(t.Context(), session.Run{ID: newID(), SessionID: s.ID,
-			State: session.RunSucceeded, Input: "hi", CreatedAt: now, StartedAt: now, EndedAt: now}))
+			State: session.RunSucceeded, Input: "hi", CreatedAt: now, StartedAt: now, EndedAt: now},
+			session.RunConstraints{}))
 	}
 }
 

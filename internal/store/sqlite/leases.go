@@ -2,10 +2,12 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -34,11 +36,26 @@ func (t *leaseTable) init(now func() time.Time) {
 
 // AcquireLease claims session sessionID until ttl passes; see
 // kernel.LeaseStore.
+//
+// It takes the lease first and looks the session up after, giving the
+// lease back if the session is missing. DeleteSession drops the lease
+// again once its delete has committed, so whichever way the two race, no
+// lease outlives its session: a lookup before the commit is followed by
+// that drop, one after it finds no session.
 func (s *Store) AcquireLease(ctx context.Context, sessionID, _ string, ttl time.Duration) (int64, error) {
-	if _, err := s.GetSession(ctx, sessionID); err != nil {
+	token, err := s.leases.acquire(sessionID, ttl)
+	if err != nil {
 		return 0, err
 	}
-	t := &s.leases
+	if err := requireSession(ctx, s.rdb, sessionID); err != nil {
+		s.leases.release(sessionID, token)
+		return 0, err
+	}
+	return token, nil
+}
+
+// acquire gives session sessionID a lease unless a live one holds it.
+func (t *leaseTable) acquire(sessionID string, ttl time.Duration) (int64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
@@ -50,9 +67,21 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, _ string, ttl time.
 	return token, nil
 }
 
-// RenewLease extends the lease held with token to ttl from now.
+// RenewLease extends the lease held with token to ttl from now. A lease
+// not held with token is fenced, unless its session is missing: that is
+// not found, as every store answers.
 func (s *Store) RenewLease(ctx context.Context, sessionID string, token int64, ttl time.Duration) error {
-	t := &s.leases
+	err := s.leases.renew(sessionID, token, ttl)
+	if err != nil {
+		if missing := requireSession(ctx, s.rdb, sessionID); errors.Is(missing, errdefs.ErrNotFound) {
+			return missing
+		}
+	}
+	return err
+}
+
+// renew extends the lease held with token to ttl from now.
+func (t *leaseTable) renew(sessionID string, token int64, ttl time.Duration) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.fencedLocked(sessionID, token); err != nil {
@@ -64,13 +93,17 @@ func (s *Store) RenewLease(ctx context.Context, sessionID string, token int64, t
 
 // ReleaseLease ends the lease if it is still held with token.
 func (s *Store) ReleaseLease(ctx context.Context, sessionID string, token int64) error {
-	t := &s.leases
+	s.leases.release(sessionID, token)
+	return nil
+}
+
+// release ends session sessionID's lease if it is held with token.
+func (t *leaseTable) release(sessionID string, token int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if l, ok := t.held[sessionID]; ok && l.token == token {
 		delete(t.held, sessionID)
 	}
-	return nil
 }
 
 // fenced returns session.ErrFenced unless session sessionID's lease is

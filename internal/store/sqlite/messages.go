@@ -45,10 +45,7 @@ func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session
 	// msgs is untouched until the messages are committed.
 	positions := make([]int64, len(msgs))
 	err := s.write(ctx, func(tx *batchTx) (own, err error) {
-		if err := tx.leases.fenced(id, token); err != nil {
-			return err, nil
-		}
-		return tx.appendMessages(msgs, calls, positions)
+		return tx.appendMessages(msgs, calls, positions, token)
 	})
 	if err != nil {
 		return err
@@ -60,9 +57,10 @@ func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session
 }
 
 // appendMessages inserts msgs, of one session, with their encoded tool
-// calls, after the session's last message, and puts the positions it gave
-// them in positions.
-func (tx *batchTx) appendMessages(msgs []session.Message, calls []any, positions []int64) (own, err error) {
+// calls, after the session's last message, while the session's lease is
+// held with token, and puts the positions it gave them in positions. A
+// missing session is reported before the lease.
+func (tx *batchTx) appendMessages(msgs []session.Message, calls []any, positions []int64, token int64) (own, err error) {
 	id := msgs[0].SessionID
 	var last int64
 	err = tx.queryRow(stmtLastPosition, id).Scan(&last)
@@ -71,6 +69,9 @@ func (tx *batchTx) appendMessages(msgs []session.Message, calls []any, positions
 	}
 	if err != nil {
 		return nil, fmt.Errorf("append messages: last position of session %s: %w", id, err)
+	}
+	if err := tx.leases.fenced(id, token); err != nil {
+		return err, nil
 	}
 	for i := range msgs {
 		m := &msgs[i]

@@ -48,7 +48,7 @@ func TestStore_PingReportsFailingWriter(t *testing.T) {
 	ctx := t.Context()
 	s := mustOpenInternal(t, filepath.Join(t.TempDir(), "kerneld.db"))
 	id := createSession(t, s)
-	require.NoError(t, s.AppendEvents(ctx, events(id, 1)))
+	require.NoError(t, appendEvents(ctx, s, events(id, 1)))
 	require.NoError(t, s.Ping(ctx), "healthy store")
 
 	// As low as SQLite allows: the current size. The cleanup lifts it
@@ -56,7 +56,7 @@ func TestStore_PingReportsFailingWriter(t *testing.T) {
 	limit := setMaxPageCount(t, s, 1)
 	t.Cleanup(func() { setMaxPageCount(t, s, 1<<30) })
 	t.Logf("max_page_count = %d", limit)
-	err := s.AppendEvents(ctx, bulkyEvents(id, 64))
+	err := appendEvents(ctx, s, bulkyEvents(id, 64))
 	require.Error(t, err, "an append past the page limit")
 	assert.Contains(t, err.Error(), "database or disk is full")
 
@@ -70,6 +70,6 @@ func TestStore_PingReportsFailingWriter(t *testing.T) {
 
 	setMaxPageCount(t, s, 1<<30) // space again
 	require.Error(t, s.Ping(ctx), "Ping keeps failing until an append commits")
-	require.NoError(t, s.AppendEvents(ctx, bulkyEvents(id, 64)))
+	require.NoError(t, appendEvents(ctx, s, bulkyEvents(id, 64)))
 	require.NoError(t, s.Ping(ctx), "Ping after an append committed again")
 }

@@ -122,7 +122,7 @@ func buildDB(b *testing.B, path string, size int64) {
 				for i := range batch {
 					batch[i] = tokenEvent(id, n*64+i)
 				}
-				if err := st.AppendEvents(context.Background(), batch); err != nil {
+				if err := appendEvents(context.Background(), st, batch); err != nil {
 					b.Error(err)
 					done.Store(true)
 				}

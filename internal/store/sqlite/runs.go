@@ -39,6 +39,15 @@ func (s *Store) CreateRun(ctx context.Context, r session.Run, c session.RunConst
 		return fmt.Errorf("create run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, func(tx *batchTx) (own, err error) {
+		// A taken id comes first: checkRun would answer a run created
+		// again with its own key as a replay of itself.
+		var one int
+		switch err := tx.queryRow(stmtRunExists, r.SessionID, r.ID).Scan(&one); {
+		case err == nil:
+			return session.RunExists(r.ID), nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("create run %s: %w", r.ID, err)
+		}
 		if own, err := tx.checkRun(r, c); own != nil || err != nil {
 			return own, err
 		}
@@ -126,7 +135,32 @@ func (s *Store) UpdateRun(ctx context.Context, r session.Run) error {
 // ListRuns returns a session's runs matching q, most recently created
 // first: runs keep rowids in the order they were created.
 func (s *Store) ListRuns(ctx context.Context, sessionID string, q session.RunQuery) ([]session.Run, error) {
+	query, args := runsQuery(sessionID, q)
+	runs, err := s.queryRuns(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list runs of session %s: %w", sessionID, err)
+	}
+	if len(runs) == 0 {
+		if err := requireSession(ctx, s.rdb, sessionID); err != nil {
+			return nil, err
+		}
+	}
+	return runs, nil
+}
+
+// runsQuery builds the SELECT for ListRuns. Without states it walks
+// runs_by_session, in rowid order within the session. With states it
+// reads runs_by_session_state once per state, which for one state is in
+// rowid order too, and for several sorts only the runs it found: the
+// kernel asks for the states of runs still to run, which are few however
+// long the session's history is, and a walk in rowid order would read
+// that whole history to find none.
+// A Before run that the session does not have lists nothing.
+func runsQuery(sessionID string, q session.RunQuery) (string, []any) {
 	query := `SELECT ` + runColumns + ` FROM runs WHERE session_id = ?`
+	if len(q.States) > 0 {
+		query = `SELECT ` + runColumns + ` FROM runs INDEXED BY runs_by_session_state WHERE session_id = ?`
+	}
 	args := []any{sessionID}
 	if len(q.States) > 0 {
 		query += ` AND state IN (` + strings.Repeat(", ?", len(q.States))[2:] + `)`
@@ -139,16 +173,7 @@ func (s *Store) ListRuns(ctx context.Context, sessionID string, q session.RunQue
 		args = append(args, sessionID, q.Before)
 	}
 	query += ` ORDER BY rowid DESC LIMIT ?`
-	runs, err := s.queryRuns(ctx, query, append(args, limitArg(q.Limit))...)
-	if err != nil {
-		return nil, fmt.Errorf("list runs of session %s: %w", sessionID, err)
-	}
-	if len(runs) == 0 {
-		if err := requireSession(ctx, s.rdb, sessionID); err != nil {
-			return nil, err
-		}
-	}
-	return runs, nil
+	return query, append(args, limitArg(q.Limit))
 }
 
 // findRunByKeySQL finds the newest run of a session with a key created at

@@ -89,19 +89,20 @@ type eventRow struct {
 }
 
 // number gives r the seqs that follow its session's last one, and queues
-// its rows. A missing session is r's own error, not the batch's.
+// its rows. A missing session or a lease not held with r's token is r's
+// own error, not the batch's; a missing session is reported first.
 func (tx *batchTx) number(r *writeReq) error {
 	id := r.evs[0].SessionID
-	if err := tx.leases.fenced(id, r.token); err != nil {
-		r.err = err
-		return nil
-	}
 	last, ok, err := tx.lastSeqOf(id)
 	if err != nil {
 		return fmt.Errorf("append events: load last seq of session %s: %w", id, err)
 	}
 	if !ok {
 		r.err = session.SessionNotFound(id)
+		return nil
+	}
+	if err := tx.leases.fenced(id, r.token); err != nil {
+		r.err = err
 		return nil
 	}
 	r.first = last + 1

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
@@ -33,7 +34,7 @@ const updateSessionSQL = `UPDATE sessions SET tenant = ?, agent = ?, name = ?, m
 // The statements that keep session_metadata in step with sessions.metadata.
 const (
 	clearMetadataSQL  = `DELETE FROM session_metadata WHERE session_id = ?`
-	insertMetadataSQL = `INSERT INTO session_metadata (session_id, key, value) VALUES (?, ?, ?)`
+	insertMetadataSQL = `INSERT INTO session_metadata (session_id, key, value, created_at) VALUES (?, ?, ?, ?)`
 )
 
 // CreateSession stores a new session; an existing id is ErrConflict. The
@@ -56,7 +57,7 @@ func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
 			return errdefs.New(errdefs.ErrConflict, "session_exists", "session %s already exists", sess.ID), nil
 		}
 		tx.created(sess.ID)
-		return nil, tx.indexMetadata(sess.ID, sess.Metadata, false)
+		return nil, tx.indexMetadata(sess, false)
 	})
 }
 
@@ -69,17 +70,17 @@ func sessionDocs(sess session.Session) (meta, ext any, err error) {
 	return meta, ext, err
 }
 
-// indexMetadata writes a session's metadata entries into session_metadata,
-// replacing those it had when replace is set.
-func (tx *batchTx) indexMetadata(id string, md map[string]string, replace bool) error {
+// indexMetadata writes a session's metadata entries, with its creation
+// time, into session_metadata, replacing those it had when replace is set.
+func (tx *batchTx) indexMetadata(sess session.Session, replace bool) error {
 	if replace {
-		if _, err := tx.exec(stmtClearMetadata, id); err != nil {
-			return fmt.Errorf("index metadata of session %s: %w", id, err)
+		if _, err := tx.exec(stmtClearMetadata, sess.ID); err != nil {
+			return fmt.Errorf("index metadata of session %s: %w", sess.ID, err)
 		}
 	}
-	for k, v := range md {
-		if _, err := tx.exec(stmtInsertMetadata, id, k, v); err != nil {
-			return fmt.Errorf("index metadata of session %s: %w", id, err)
+	for k, v := range sess.Metadata {
+		if _, err := tx.exec(stmtInsertMetadata, sess.ID, k, v, micros(sess.CreatedAt)); err != nil {
+			return fmt.Errorf("index metadata of session %s: %w", sess.ID, err)
 		}
 	}
 	return nil
@@ -119,14 +120,19 @@ func (s *Store) UpdateSession(ctx context.Context, sess session.Session) error {
 			}
 			return session.ErrStale, nil
 		}
-		return nil, tx.indexMetadata(sess.ID, sess.Metadata, true)
+		return nil, tx.indexMetadata(sess, true)
 	})
 }
 
 // DeleteSession removes the session with everything it owns; the foreign
 // keys cascade. Children are sessions of their own and stay.
+//
+// Its lease goes with it twice: in the batch, so that later appends of
+// the batch are fenced as well as not found, and again once the delete
+// has committed, for an AcquireLease that looked the session up before
+// the commit (see AcquireLease).
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
-	return s.write(ctx, func(tx *batchTx) (own, err error) {
+	err := s.write(ctx, func(tx *batchTx) (own, err error) {
 		// Events of the session queued earlier in the batch go first, so
 		// the cascade takes them too.
 		if err := tx.flushEvents(); err != nil {
@@ -143,6 +149,10 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		s.leases.forget(id)
 		return nil, nil
 	})
+	if err == nil {
+		s.leases.forget(id)
+	}
+	return err
 }
 
 // ListSessions returns the sessions matching q, newest first (see
@@ -168,15 +178,67 @@ func (s *Store) ListSessions(ctx context.Context, q session.Query) ([]session.Se
 	return out, nil
 }
 
-// sessionQuery builds the SELECT for q.
+// sessionQuery builds the SELECT for q. Every listing walks an index in
+// the listing's order, (created_at, id) newest first, and stops at its
+// page: the planner picks that index from the filters, except for
+// metadata, which sessionsByMetadata drives itself.
 func sessionQuery(q session.Query) (string, []any) {
-	where, args := sessionFilters(q)
+	if len(q.Metadata) > 0 {
+		return sessionsByMetadata(q)
+	}
+	where, args := sessionFilters(q, "", nil)
 	var b strings.Builder
 	b.WriteString(`SELECT ` + sessionColumns + ` FROM sessions`)
 	if len(where) > 0 {
 		b.WriteString(" WHERE " + strings.Join(where, " AND "))
 	}
 	b.WriteString(" ORDER BY created_at DESC, id DESC")
+	return withLimit(&b, q, args)
+}
+
+// sessionsByMetadata builds the SELECT for a q with metadata: it walks
+// the index of one of q's entries, which session_metadata keeps in
+// listing order, joining each entry's session and checking the other
+// filters on it. CROSS JOIN makes SQLite keep that order of the tables
+// whatever its statistics say: sessions first, by the tenant's index,
+// would read every session of the tenant to find a user's few.
+func sessionsByMetadata(q session.Query) (string, []any) {
+	keys := slices.Sorted(maps.Keys(q.Metadata))
+	lead := keys[0]
+	rest := make(map[string]string, len(keys)-1)
+	for _, k := range keys[1:] {
+		rest[k] = q.Metadata[k]
+	}
+	where := []string{"m.key = ?", "m.value = ?"}
+	args := []any{lead, q.Metadata[lead]}
+	if q.After != nil {
+		where = append(where, "(m.created_at, m.session_id) < (?, ?)")
+		args = append(args, micros(q.After.CreatedAt), q.After.ID)
+	}
+	if !q.CreatedAfter.IsZero() {
+		where = append(where, "m.created_at > ?")
+		args = append(args, micros(q.CreatedAfter))
+	}
+	if !q.CreatedBefore.IsZero() {
+		where = append(where, "m.created_at < ?")
+		args = append(args, micros(q.CreatedBefore))
+	}
+	// The session's own bounds are left to the entry's, its copy.
+	q.After, q.CreatedAfter, q.CreatedBefore = nil, time.Time{}, time.Time{}
+	more, moreArgs := sessionFilters(q, "s.", rest)
+	var b strings.Builder
+	b.WriteString(`SELECT ` + qualifiedSessionColumns + ` FROM session_metadata AS m
+		CROSS JOIN sessions AS s ON s.id = m.session_id WHERE `)
+	b.WriteString(strings.Join(append(where, more...), " AND "))
+	b.WriteString(" ORDER BY m.created_at DESC, m.session_id DESC")
+	return withLimit(&b, q, append(args, moreArgs...))
+}
+
+// qualifiedSessionColumns is sessionColumns of the table named s.
+var qualifiedSessionColumns = "s." + strings.Join(strings.Fields(strings.ReplaceAll(sessionColumns, ",", " ")), ", s.")
+
+// withLimit ends the SELECT in b with q's limit and returns it with args.
+func withLimit(b *strings.Builder, q session.Query, args []any) (string, []any) {
 	if q.Limit > 0 {
 		b.WriteString(" LIMIT ?")
 		args = append(args, q.Limit)
@@ -184,50 +246,54 @@ func sessionQuery(q session.Query) (string, []any) {
 	return b.String(), args
 }
 
-// sessionFilters returns the conditions for the filters q sets, and only
-// those, so that the planner can pick the index that serves them.
-func sessionFilters(q session.Query) (where []string, args []any) {
+// sessionFilters returns the conditions, on the columns of the sessions
+// table named by prefix, for the filters q sets and only those, so that
+// the planner can pick the index that serves them. Metadata entries are
+// those of md rather than q's.
+func sessionFilters(q session.Query, prefix string, md map[string]string) (where []string, args []any) {
 	add := func(cond string, arg any) {
-		where = append(where, cond)
+		where = append(where, strings.ReplaceAll(cond, "$", prefix))
 		args = append(args, arg)
 	}
 	if q.Tenant != "" {
-		add("tenant = ?", q.Tenant)
+		add("$tenant = ?", q.Tenant)
 	}
 	if q.Agent != "" {
-		add("agent = ?", q.Agent)
+		add("$agent = ?", q.Agent)
 	}
 	if q.State != "" {
-		add("state = ?", string(q.State))
+		add("$state = ?", string(q.State))
 	}
 	if q.ParentID != "" {
 		// The repeated condition lets the planner use the partial index.
-		add("parent_id = ? AND parent_id <> ''", q.ParentID)
+		add("$parent_id = ? AND $parent_id <> ''", q.ParentID)
 	}
 	if q.ForkedFrom != "" {
-		add("forked_from = ? AND forked_from <> ''", q.ForkedFrom)
+		add("$forked_from = ? AND $forked_from <> ''", q.ForkedFrom)
 	}
-	for _, k := range slices.Sorted(maps.Keys(q.Metadata)) {
-		where = append(where, "id IN (SELECT session_id FROM session_metadata WHERE key = ? AND value = ?)")
-		args = append(args, k, q.Metadata[k])
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		// A primary-key lookup in session_metadata per session.
+		add("EXISTS (SELECT 1 FROM session_metadata WHERE session_id = $id AND key = ? AND value = ?)", k)
+		args = append(args, md[k])
 	}
 	if q.After != nil {
-		where = append(where, "(created_at, id) < (?, ?)")
-		args = append(args, micros(q.After.CreatedAt), q.After.ID)
+		add("($created_at, $id) < (?, ?)", micros(q.After.CreatedAt))
+		args = append(args, q.After.ID)
 	}
 	if !q.CreatedAfter.IsZero() {
-		add("created_at > ?", micros(q.CreatedAfter))
+		add("$created_at > ?", micros(q.CreatedAfter))
 	}
 	if !q.CreatedBefore.IsZero() {
-		add("created_at < ?", micros(q.CreatedBefore))
+		add("$created_at < ?", micros(q.CreatedBefore))
 	}
 	// unlikely() tells the planner these ranges select few sessions, so it
-	// uses their indexes rather than scanning in id order to skip a sort.
+	// uses their indexes rather than scanning in listing order to skip a
+	// sort.
 	if !q.ExpiresBefore.IsZero() {
-		add("unlikely(expires_at < ?)", micros(q.ExpiresBefore)) // NULL, never expiring, fails it
+		add("unlikely($expires_at < ?)", micros(q.ExpiresBefore)) // NULL, never expiring, fails it
 	}
 	if !q.UpdatedBefore.IsZero() {
-		add("unlikely(updated_at < ?)", micros(q.UpdatedBefore))
+		add("unlikely($updated_at < ?)", micros(q.UpdatedBefore))
 	}
 	return where, args
 }

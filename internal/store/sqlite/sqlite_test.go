@@ -1,12 +1,14 @@
 package sqlite_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,14 +43,44 @@ func tempPath(tb testing.TB) string { return filepath.Join(tb.TempDir(), "kernel
 
 func newID() string { return uuid.Must(uuid.NewV7()).String() }
 
-// mustCreateSession stores a new top-level session and returns it.
+// mustCreateSession stores a new top-level session, takes its lease (see
+// appendEvents) and returns it.
 func mustCreateSession(tb testing.TB, st *sqlite.Store) session.Session {
 	tb.Helper()
 	id, now := newID(), time.Now().UTC().Truncate(time.Microsecond)
 	s := session.Session{ID: id, Tenant: "acme", Agent: "helper", State: session.StateActive,
 		RootID: id, CreatedAt: now, UpdatedAt: now}
 	require.NoError(tb, st.CreateSession(tb.Context(), s))
+	mustLease(tb, st, id)
 	return s
+}
+
+// tokens holds the token of the lease mustLease last took for each
+// session, by id.
+var tokens sync.Map
+
+// mustLease takes session id's lease for an hour and keeps its token for
+// appendEvents.
+func mustLease(tb testing.TB, st *sqlite.Store, id string) int64 {
+	tb.Helper()
+	token, err := st.AcquireLease(tb.Context(), id, "test", time.Hour)
+	require.NoError(tb, err, "acquire lease of %s", id)
+	tokens.Store(id, token)
+	return token
+}
+
+// tokenOf returns the token of the lease mustLease last took for session
+// id, 0 if none.
+func tokenOf(id string) int64 {
+	token, _ := tokens.Load(id)
+	t, _ := token.(int64)
+	return t
+}
+
+// appendEvents appends evs under the lease mustLease last took for their
+// session.
+func appendEvents(ctx context.Context, st *sqlite.Store, evs []session.Event) error {
+	return st.AppendEvents(ctx, tokenOf(evs[0].SessionID), evs)
 }
 
 // tokenEvent returns one TEXT_MESSAGE_CONTENT event of session sessionID.
@@ -92,14 +124,15 @@ func writeFixture(t *testing.T, st *sqlite.Store) fixture {
 		entry: session.MemoryEntry{SessionID: id, Key: "k", Value: []byte(`{"v":1}`), UpdatedAt: at},
 	}
 	require.NoError(t, st.CreateSession(ctx, f.sess))
-	require.NoError(t, st.CreateRun(ctx, f.run))
-	require.NoError(t, st.AppendMessages(ctx, f.msgs...))
+	token := mustLease(t, st, id)
+	require.NoError(t, st.CreateRun(ctx, f.run, session.RunConstraints{}))
+	require.NoError(t, st.AppendMessages(ctx, token, f.msgs...))
 	require.NoError(t, st.PutMemory(ctx, f.entry, 10))
 	f.evs = []session.Event{session.RunStarted(id, "r1"), tokenEvent(id, 1), tokenEvent(id, 2)}
 	for i := range f.evs {
 		f.evs[i].SessionID, f.evs[i].RunID, f.evs[i].Time = id, "r1", at.Add(time.Duration(i)*time.Microsecond)
 	}
-	require.NoError(t, st.AppendEvents(ctx, f.evs))
+	require.NoError(t, st.AppendEvents(ctx, token, f.evs))
 	f.sess.LastSeq = 3
 	return f
 }
@@ -132,9 +165,13 @@ func TestStore_Reopen(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, f.evs, evs)
 
-	// The log goes on where it stopped, without a gap.
+	// No lease survives the process, and new tokens are greater than any
+	// before. The log goes on where it stopped, without a gap.
+	old := tokenOf(f.sess.ID)
 	more := []session.Event{tokenEvent(f.sess.ID, 3), tokenEvent(f.sess.ID, 4)}
-	require.NoError(t, st.AppendEvents(ctx, more))
+	require.ErrorIs(t, st.AppendEvents(ctx, old, more), session.ErrFenced)
+	assert.Greater(t, mustLease(t, st, f.sess.ID), old)
+	require.NoError(t, appendEvents(ctx, st, more))
 	assert.Equal(t, []int64{4, 5}, []int64{more[0].Seq, more[1].Seq})
 	got, err = st.GetSession(ctx, f.sess.ID)
 	require.NoError(t, err)
@@ -260,7 +297,7 @@ func TestStore_AppendsAreGroupCommitted(t *testing.T) {
 		s := mustCreateSession(t, st)
 		wg.Go(func() {
 			for i := range perWriter {
-				if err := st.AppendEvents(t.Context(), []session.Event{tokenEvent(s.ID, i)}); err != nil {
+				if err := appendEvents(t.Context(), st, []session.Event{tokenEvent(s.ID, i)}); err != nil {
 					t.Errorf("append: %v", err)
 					return
 				}
@@ -307,7 +344,7 @@ func TestStore_MaxBatch(t *testing.T) {
 		s := mustCreateSession(t, st)
 		wg.Go(func() {
 			for i := range perWriter {
-				if err := st.AppendEvents(t.Context(), []session.Event{tokenEvent(s.ID, i)}); err != nil {
+				if err := appendEvents(t.Context(), st, []session.Event{tokenEvent(s.ID, i)}); err != nil {
 					t.Errorf("append: %v", err)
 					return
 				}
@@ -326,7 +363,7 @@ func TestStore_AfterClose(t *testing.T) {
 	require.NoError(t, st.Close())
 	require.NoError(t, st.Close(), "Close twice")
 
-	err := st.AppendEvents(ctx, []session.Event{tokenEvent(s.ID, 0)})
+	err := appendEvents(ctx, st, []session.Event{tokenEvent(s.ID, 0)})
 	require.ErrorIs(t, err, errdefs.ErrUnavailable)
 	assert.Equal(t, "store_closed", errdefs.CodeOf(err))
 	require.Error(t, st.Ping(ctx))
@@ -338,10 +375,14 @@ func TestStore_AfterClose(t *testing.T) {
 // TestStore_DeleteWhileAppending recreates a session under appenders'
 // feet: whatever interleaving wins, the log left behind must be numbered
 // from 1 without gaps, which needs the seq cache to forget deleted sessions.
+// Each incarnation gets a lease of its own; appends carrying an old one's
+// token are fenced.
 func TestStore_DeleteWhileAppending(t *testing.T) {
 	ctx := t.Context()
 	st := mustOpen(t, sqlite.Options{Path: tempPath(t)})
 	s := mustCreateSession(t, st)
+	var token atomic.Int64
+	token.Store(tokenOf(s.ID))
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -352,8 +393,8 @@ func TestStore_DeleteWhileAppending(t *testing.T) {
 					return
 				default:
 				}
-				err := st.AppendEvents(ctx, []session.Event{tokenEvent(s.ID, i), tokenEvent(s.ID, w)})
-				if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+				err := st.AppendEvents(ctx, token.Load(), []session.Event{tokenEvent(s.ID, i), tokenEvent(s.ID, w)})
+				if err != nil && !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, session.ErrFenced) {
 					t.Errorf("append: %v", err)
 					return
 				}
@@ -364,6 +405,7 @@ func TestStore_DeleteWhileAppending(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 		require.NoError(t, st.DeleteSession(ctx, s.ID))
 		require.NoError(t, st.CreateSession(ctx, s))
+		token.Store(mustLease(t, st, s.ID))
 	}
 	close(done)
 	wg.Wait()
@@ -377,34 +419,61 @@ func TestStore_DeleteWhileAppending(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, len(evs), got.LastSeq)
 	more := []session.Event{tokenEvent(s.ID, 0)}
-	require.NoError(t, st.AppendEvents(ctx, more))
+	require.NoError(t, appendEvents(ctx, st, more))
 	assert.EqualValues(t, len(evs)+1, more[0].Seq)
 }
 
-// TestOpen_Upgrades opens a database written at schema version 1 (before
-// sessions recorded memory inheritance): the migration runs at open and
-// every row survives.
+// TestOpen_Upgrades opens a database written at schema version 1, as the
+// first kerneld left it: every later migration runs at open, every row
+// survives, and what the migrations index (metadata, a session's runs) is
+// there for the rows written before them.
 func TestOpen_Upgrades(t *testing.T) {
-	path := tempPath(t)
-	st, err := sqlite.Open(t.Context(), sqlite.Options{Path: path})
+	ctx, path := t.Context(), tempPath(t)
+	v1, err := os.ReadFile("migrations/0001_init.sql")
 	require.NoError(t, err)
-	s := session.Session{ID: uuid.Must(uuid.NewV7()).String(), Tenant: "t", Agent: "a", State: session.StateActive,
-		CreatedAt: time.Now().UTC().Truncate(time.Microsecond), UpdatedAt: time.Now().UTC().Truncate(time.Microsecond)}
-	s.RootID = s.ID
-	require.NoError(t, st.CreateSession(t.Context(), s))
-	require.NoError(t, st.Close())
+	created := time.Date(2025, 3, 14, 15, 9, 26, 535897000, time.UTC)
+	us := created.UnixMicro()
+	id, other := newID(), newID()
+	createForeignDB(t, path, string(v1),
+		fmt.Sprintf(`INSERT INTO sessions (id, tenant, agent, name, metadata, state, parent_id, root_id, depth,
+			created_at, updated_at, ttl, expires_at, last_seq, active_run_id) VALUES
+			('%[1]s', 't', 'a', 'old', '{"user":"alice"}', 'active', '', '%[1]s', 0, %[3]d, %[3]d, 0, NULL, 0, ''),
+			('%[2]s', 't', 'a', 'other', '{"user":"bob"}', 'active', '', '%[2]s', 0, %[4]d, %[4]d, 0, NULL, 0, '')`,
+			id, other, us, us+1),
+		fmt.Sprintf(`INSERT INTO runs (session_id, id, state, input, idempotency_key, created_at, input_tokens,
+			output_tokens, start_seq, end_seq) VALUES
+			('%[1]s', 'r2', 'succeeded', 'first', 'k', %[2]d, 0, 0, 0, 0),
+			('%[1]s', 'r1', 'queued', 'second', '', %[2]d, 0, 0, 0, 0)`, id, us),
+		`PRAGMA user_version = 1`)
 
-	db, err := sql.Open("sqlite", path) // back to version 1, as an older kerneld left it
+	st := mustOpen(t, sqlite.Options{Path: path})
+	got, err := st.GetSession(ctx, id)
 	require.NoError(t, err)
-	_, err = db.ExecContext(t.Context(), `ALTER TABLE sessions DROP COLUMN inherit_memory; PRAGMA user_version = 1`)
+	assert.Equal(t, session.Session{ID: id, Tenant: "t", Agent: "a", Name: "old", State: session.StateActive,
+		Metadata: map[string]string{"user": "alice"}, RootID: id, CreatedAt: created, UpdatedAt: created}, got)
+	listed, err := st.ListSessions(ctx, session.Query{Tenant: "t", Metadata: map[string]string{"user": "alice"}})
 	require.NoError(t, err)
-	require.NoError(t, db.Close())
+	assert.Equal(t, []session.Session{got}, listed, "metadata written before its index")
+	listed, err = st.ListSessions(ctx, session.Query{Metadata: map[string]string{"user": "bob"},
+		After: &session.Cursor{CreatedAt: created.Add(time.Second), ID: id}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{other}, []string{listed[0].ID}, "in the listing's order")
+	runs, err := st.ListRuns(ctx, id, session.RunQuery{})
+	require.NoError(t, err)
+	require.Len(t, runs, 2)
+	assert.Equal(t, []string{"r1", "r2"}, []string{runs[0].ID, runs[1].ID}, "newest first, by creation")
+	queued, err := st.ListRuns(ctx, id, session.RunQuery{States: []session.RunState{session.RunQueued}})
+	require.NoError(t, err)
+	require.Len(t, queued, 1)
+	assert.Equal(t, "r1", queued[0].ID)
 
-	st = mustOpen(t, sqlite.Options{Path: path})
-	got, err := st.GetSession(t.Context(), s.ID)
+	got.InheritMemory, got.ForkedFrom = "copy", other
+	got.AgentState = []byte(`{"a":1}`)
+	require.NoError(t, st.UpdateSession(ctx, got))
+	again, err := st.GetSession(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, s.ID, got.ID)
-	assert.Empty(t, got.InheritMemory)
-	got.InheritMemory = "copy"
-	require.NoError(t, st.UpdateSession(t.Context(), got))
+	got.Version++
+	assert.Equal(t, got, again)
+	runs[1].Model = "m"
+	require.NoError(t, st.UpdateRun(ctx, runs[1]))
 }

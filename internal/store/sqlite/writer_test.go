@@ -26,13 +26,37 @@ func mustOpenInternal(t *testing.T, path string) *Store {
 	return s
 }
 
+// createSession stores a new session and takes its lease, which appends
+// to it carry (see tokenOf).
 func createSession(t *testing.T, s *Store) string {
 	t.Helper()
 	id := uuid.Must(uuid.NewV7()).String()
 	now := time.Now()
 	require.NoError(t, s.CreateSession(t.Context(), session.Session{ID: id, State: session.StateActive,
 		RootID: id, CreatedAt: now, UpdatedAt: now}))
+	takeLease(t, s, id)
 	return id
+}
+
+// takeLease takes session id's lease for an hour and returns its token.
+func takeLease(t *testing.T, s *Store, id string) int64 {
+	t.Helper()
+	token, err := s.AcquireLease(t.Context(), id, "test", time.Hour)
+	require.NoError(t, err)
+	return token
+}
+
+// tokenOf returns the token of the lease session id holds, or 0 if none
+// is held. It does not wait for the writer, which tests hold.
+func tokenOf(s *Store, id string) int64 {
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	return s.leases.held[id].token
+}
+
+// appendEvents appends evs under the lease their session holds.
+func appendEvents(ctx context.Context, s *Store, evs []session.Event) error {
+	return s.AppendEvents(ctx, tokenOf(s, evs[0].SessionID), evs)
 }
 
 func events(sessionID string, n int) []session.Event {
@@ -54,7 +78,7 @@ func hold(t *testing.T, s *Store) (release func()) {
 	var once sync.Once
 	release = func() { once.Do(s.writeMu.Unlock) }
 	t.Cleanup(release)
-	r := &writeReq{evs: events(id, 1), done: make(chan struct{})}
+	r := &writeReq{evs: events(id, 1), token: tokenOf(s, id), done: make(chan struct{})}
 	require.NoError(t, s.enqueue(t.Context(), r))
 	require.Eventually(t, func() bool { return r.state.Load() == reqTaken }, 5*time.Second, time.Millisecond)
 	return release
@@ -63,7 +87,7 @@ func hold(t *testing.T, s *Store) (release func()) {
 // appendAsync calls AppendEvents in a goroutine and returns its result.
 func appendAsync(ctx context.Context, s *Store, evs []session.Event) <-chan error {
 	errc := make(chan error, 1)
-	go func() { errc <- s.AppendEvents(ctx, evs) }()
+	go func() { errc <- appendEvents(ctx, s, evs) }()
 	return errc
 }
 
@@ -86,7 +110,7 @@ func TestAppendEvents_CancelledWhileQueued(t *testing.T) {
 	assert.Equal(t, []int64{0, 0}, []int64{evs[0].Seq, evs[1].Seq}, "seqs of an abandoned append")
 
 	release()
-	require.NoError(t, s.AppendEvents(t.Context(), events(createSession(t, s), 1)), "the writer goes on")
+	require.NoError(t, appendEvents(t.Context(), s, events(createSession(t, s), 1)), "the writer goes on")
 	got, err := s.ReadEvents(t.Context(), id, 0, 0)
 	require.NoError(t, err)
 	assert.Empty(t, got, "an abandoned append is not written")
@@ -97,7 +121,7 @@ func TestAppendEvents_TakenWaitsForOutcome(t *testing.T) {
 	s := mustOpenInternal(t, filepath.Join(t.TempDir(), "kerneld.db"))
 	id := createSession(t, s)
 	s.writeMu.Lock()
-	r := &writeReq{evs: events(id, 1), done: make(chan struct{})}
+	r := &writeReq{evs: events(id, 1), token: tokenOf(s, id), done: make(chan struct{})}
 	require.NoError(t, s.enqueue(t.Context(), r))
 	require.Eventually(t, func() bool { return r.state.Load() == reqTaken }, 5*time.Second, time.Millisecond)
 
@@ -154,7 +178,7 @@ func TestClose_FlushesQueuedAppends(t *testing.T) {
 		defer s.sendMu.RUnlock()
 		return s.closed
 	}, 5*time.Second, time.Millisecond)
-	err := s.AppendEvents(t.Context(), events(ids[0], 1))
+	err := appendEvents(t.Context(), s, events(ids[0], 1))
 	require.ErrorIs(t, err, errdefs.ErrUnavailable, "an append after Close began")
 
 	release()

@@ -20,7 +20,7 @@ var (
 	}
 	allRunStates = []session.RunState{
 		session.RunQueued, session.RunRunning, session.RunWaitingInput,
-		session.RunSucceeded, session.RunFailed, session.RunCancelled, session.RunInterrupted,
+		session.RunSucceeded, session.RunFailed, session.RunCancelled, session.RunInterrupted, session.RunSteered,
 	}
 	t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 )
@@ -119,9 +119,10 @@ func TestSession_Clone(t *testing.T) {
 	assert.Nil(t, session.Session{}.Clone().Metadata)
 }
 
-// runMoves are the run transitions DESIGN.md §2 allows.
+// runMoves are the run transitions DESIGN.md §2 allows, with those of a
+// queued run that never starts: steered into the active run, or failed.
 var runMoves = map[session.RunState][]session.RunState{
-	session.RunQueued:       {session.RunRunning, session.RunCancelled},
+	session.RunQueued:       {session.RunRunning, session.RunCancelled, session.RunSteered, session.RunFailed},
 	session.RunRunning:      {session.RunWaitingInput, session.RunSucceeded, session.RunFailed, session.RunCancelled, session.RunInterrupted},
 	session.RunWaitingInput: {session.RunRunning, session.RunFailed, session.RunCancelled, session.RunInterrupted},
 }
@@ -191,6 +192,7 @@ func TestRunState_Terminal(t *testing.T) {
 		{session.RunFailed, true},
 		{session.RunCancelled, true},
 		{session.RunInterrupted, true},
+		{session.RunSteered, true},
 		{"", false},
 		{"paused", false},
 	}

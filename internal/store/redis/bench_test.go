@@ -56,7 +56,7 @@ func benchAppend(b *testing.B, sessions, batch int) {
 		wg.Go(func() {
 			evs := tokenEvents(id, "w", batch)
 			for range n {
-				if err := st.AppendEvents(ctx, evs); err != nil {
+				if err := appendEvents(ctx, st, evs); err != nil {
 					b.Error(err)
 					return
 				}
@@ -111,7 +111,7 @@ func benchLag(b *testing.B, sessions, conns int) {
 	for i := range b.N {
 		id := ids[i%len(ids)]
 		start := time.Now()
-		if err := st.AppendEvents(ctx, tokenEvents(id, "w", 1)); err != nil {
+		if err := appendEvents(ctx, st, tokenEvents(id, "w", 1)); err != nil {
 			b.Fatal(err)
 		}
 		for a := range arrived {
@@ -130,7 +130,7 @@ func benchLag(b *testing.B, sessions, conns int) {
 // warm appends to session id until the tailer delivers, so the benchmark
 // starts with every shard reading.
 func warm(b *testing.B, st *redis.Store, id string, arrived <-chan arrival) {
-	require.NoError(b, st.AppendEvents(b.Context(), tokenEvents(id, "warm", 1)))
+	require.NoError(b, appendEvents(b.Context(), st, tokenEvents(id, "warm", 1)))
 	select {
 	case <-arrived:
 	case <-time.After(10 * time.Second):

@@ -24,25 +24,6 @@ import (
 // keeps it), d (data) and m (meta), always all five, so Redis stores the
 // field names once per stream node rather than once per entry.
 
-// AppendEvents appends evs, all of one session, numbering them from the
-// session's LastSeq + 1 in the same script that adds them to the stream,
-// and writes each seq into evs. Either the whole batch is appended or none
-// of it: a batch that names more than one session is ErrInvalid, an unknown
-// session ErrNotFound. It returns once Redis has acknowledged the batch;
-// whether that survives a Redis restart depends on Redis' persistence (see
-// PersistenceWarning).
-func (s *Store) AppendEvents(ctx context.Context, evs []session.Event) error {
-	return s.appendEvents(ctx, evs, "")
-}
-
-// AppendEventsFenced is AppendEvents that appends only while the session's
-// lease is held with token, which the script checks atomically with the
-// append. Otherwise nothing is appended and the error wraps
-// session.ErrFenced.
-func (s *Store) AppendEventsFenced(ctx context.Context, token int64, evs []session.Event) error {
-	return s.appendEvents(ctx, evs, strconv.FormatInt(token, 10))
-}
-
 // packBufs holds the buffers batches are packed into, so that a busy
 // session's appends do not allocate one each.
 var packBufs = sync.Pool{New: func() any { return new([]byte) }}
@@ -51,8 +32,17 @@ var packBufs = sync.Pool{New: func() any { return new([]byte) }}
 // batch should not pin its buffer.
 const maxPooledPack = 64 << 10
 
-// appendEvents appends evs, fenced by token unless it is "".
-func (s *Store) appendEvents(ctx context.Context, evs []session.Event, token string) error {
+// AppendEvents appends evs, all of one session, numbering them from the
+// session's LastSeq + 1 in the same script that adds them to the stream,
+// and writes each seq into evs, while the session's lease is held with
+// token: the script checks it atomically with the append, and otherwise
+// appends nothing and the error wraps session.ErrFenced. Either the whole
+// batch is appended or none of it: a batch that names more than one
+// session is ErrInvalid, an unknown session ErrNotFound (whatever the
+// token). It returns once Redis has acknowledged the batch; whether that
+// survives a Redis restart depends on Redis' persistence (see
+// PersistenceWarning).
+func (s *Store) AppendEvents(ctx context.Context, token int64, evs []session.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -66,12 +56,7 @@ func (s *Store) appendEvents(ctx context.Context, evs []session.Event, token str
 	buf := packBufs.Get().(*[]byte)
 	*buf = packEvents((*buf)[:0], evs)
 	tag := s.prefix + "{" + id + "}:"
-	var cmd *goredis.Cmd
-	if token == "" {
-		cmd = scriptEventsAppend.Run(ctx, s.rdb, []string{tag + "s", tag + "ev"}, *buf)
-	} else {
-		cmd = scriptEventsAppend.Run(ctx, s.rdb, []string{tag + "s", tag + "ev", tag + "lease"}, *buf, token)
-	}
+	cmd := scriptEventsAppend.Run(ctx, s.rdb, []string{tag + "s", tag + "ev", tag + "lease"}, *buf, token)
 	last, err := cmd.Int64()
 	if cap(*buf) <= maxPooledPack {
 		packBufs.Put(buf)

@@ -41,14 +41,18 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, holder string, ttl 
 
 // RenewLease extends the lease held with token to ttl from now. If the
 // lease is not held with token (it expired, was released or was taken by
-// another), the error wraps session.ErrFenced.
+// another), the error wraps session.ErrFenced; a missing session is not
+// found.
 func (s *Store) RenewLease(ctx context.Context, sessionID string, token int64, ttl time.Duration) error {
 	ms, err := leaseMillis(ttl)
 	if err != nil {
 		return err
 	}
-	err = scriptLeaseRenew.Run(ctx, s.rdb, []string{s.keysOf(sessionID).lease}, strconv.FormatInt(token, 10), ms).Err()
+	k := s.keysOf(sessionID)
+	err = scriptLeaseRenew.Run(ctx, s.rdb, []string{k.s, k.lease}, strconv.FormatInt(token, 10), ms).Err()
 	switch {
+	case isReply(err, replyNoSession):
+		return session.SessionNotFound(sessionID)
 	case isReply(err, replyFenced):
 		return fmt.Errorf("renew lease of session %s: %w", sessionID, session.ErrFenced)
 	case err != nil:

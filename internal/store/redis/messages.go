@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
-	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -14,99 +12,46 @@ import (
 	"github.com/kerneld/kerneld/internal/session"
 )
 
-// AppendMessages adds msgs to the end of their sessions' histories and
-// writes each one's Position into msgs. Messages may belong to several
-// sessions; either all are appended or, if any session is missing, none.
-func (s *Store) AppendMessages(ctx context.Context, msgs ...session.Message) error {
-	return s.appendMessages(ctx, "", msgs)
-}
-
-// AppendMessagesFenced is AppendMessages for messages of one session,
-// appended only while the session's lease is held with token, which the
-// script checks atomically with the append. Otherwise nothing is appended
-// and the error wraps session.ErrFenced.
-func (s *Store) AppendMessagesFenced(ctx context.Context, token int64, msgs ...session.Message) error {
-	for i := 1; i < len(msgs); i++ {
-		if msgs[i].SessionID != msgs[0].SessionID {
-			return errdefs.New(errdefs.ErrInvalid, "mixed_sessions",
-				"fenced messages mix sessions %s and %s", msgs[0].SessionID, msgs[i].SessionID)
-		}
-	}
-	return s.appendMessages(ctx, itoa(token), msgs)
-}
-
-// appendMessages appends msgs, fenced by token unless it is "".
-func (s *Store) appendMessages(ctx context.Context, token string, msgs []session.Message) error {
+// AppendMessages adds msgs, all of one session, to the end of its
+// history and writes each one's Position into msgs, while the session's
+// lease is held with token: the script checks it atomically with the
+// append, and otherwise appends nothing and the error wraps
+// session.ErrFenced. A call naming more than one session is ErrInvalid,
+// an unknown session ErrNotFound (whatever the token).
+func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	ids := sessionsOf(msgs)
-	ks := make([]string, 0, 2*len(ids)+1)
-	args := make([]any, 0, 1+len(ids)+len(msgs))
+	id := msgs[0].SessionID
+	args := make([]any, 0, 1+len(msgs))
 	args = append(args, token)
-	for _, id := range ids {
-		k := s.keysOf(id)
-		ks = append(ks, k.s, k.msgs)
-		n := len(args)
-		args = append(args, 0)
-		for i := range msgs {
-			if msgs[i].SessionID != id {
-				continue
-			}
-			m := msgs[i]
-			m.Position = 0 // a message's position is its place in the list
-			b, err := json.Marshal(m)
-			if err != nil {
-				return fmt.Errorf("append messages: encode message %s: %w", m.ID, err)
-			}
-			args = append(args, b)
+	for i := range msgs {
+		if msgs[i].SessionID != id {
+			return errdefs.New(errdefs.ErrInvalid, "mixed_sessions",
+				"message batch mixes sessions %s and %s", id, msgs[i].SessionID)
 		}
-		args[n] = len(args) - n - 1
+		m := msgs[i]
+		m.Position = 0 // a message's position is its place in the list
+		b, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("append messages: encode message %s: %w", m.ID, err)
+		}
+		args = append(args, b)
 	}
-	if token != "" {
-		ks = append(ks, s.keysOf(ids[0]).lease)
-	}
-	firsts, err := scriptMessagesAppend.Run(ctx, s.rdb, ks, args...).Int64Slice()
+	k := s.keysOf(id)
+	first, err := scriptMessagesAppend.Run(ctx, s.rdb, []string{k.s, k.msgs, k.lease}, args...).Int64()
 	switch {
 	case isReply(err, replyNoSession):
-		return session.SessionNotFound(ids[replyIndex(err)-1])
+		return session.SessionNotFound(id)
 	case isReply(err, replyFenced):
-		return fmt.Errorf("append messages to session %s: %w", ids[0], session.ErrFenced)
+		return fmt.Errorf("append messages to session %s: %w", id, session.ErrFenced)
 	case err != nil:
-		return fmt.Errorf("append messages: %w", err)
+		return fmt.Errorf("append messages to session %s: %w", id, err)
 	}
-	for j, id := range ids {
-		next := firsts[j]
-		for i := range msgs {
-			if msgs[i].SessionID == id {
-				msgs[i].Position = next
-				next++
-			}
-		}
+	for i := range msgs {
+		msgs[i].Position = first + int64(i)
 	}
 	return nil
-}
-
-// sessionsOf returns the ids of the sessions msgs belong to, in order of
-// first appearance.
-func sessionsOf(msgs []session.Message) []string {
-	ids := make([]string, 0, 1)
-	for i := range msgs {
-		if !slices.Contains(ids, msgs[i].SessionID) {
-			ids = append(ids, msgs[i].SessionID)
-		}
-	}
-	return ids
-}
-
-// replyIndex returns the number after the code of a script error reply
-// such as "NOSESSION 2", or 1.
-func replyIndex(err error) int {
-	n, convErr := strconv.Atoi(replyDetail(err))
-	if convErr != nil || n < 1 {
-		return 1
-	}
-	return n
 }
 
 // ListMessages returns a session's messages with Position > after, oldest

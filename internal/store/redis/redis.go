@@ -15,14 +15,16 @@
 // DeleteSession removes them together:
 //
 //	P{id}:s      hash: rec (the Session as JSON), last_seq, ver, fence
-//	             (the last lease token), and copies of the indexed fields
+//	             (the last lease token), runn (runs created), and copies
+//	             of the indexed fields, its order key and the keys of its
+//	             metadata indexes
 //	P{id}:ev     stream: the event log, entry id <seq>-0 (see events.go)
 //	P{id}:lease  string "<token> <holder>" with the lease's TTL
 //	P{id}:runs   hash: run id → the Run as JSON
-//	P{id}:runm   hash: run id → "version TAB state TAB created TAB key"
-//	P{id}:runi   sorted set: run ids, by id (ListRuns)
-//	P{id}:runq   sorted set: queued run ids by creation time
-//	P{id}:idem   sorted set: "key NUL run id" of runs with an idempotency key
+//	P{id}:runm   hash: run id → "version TAB state TAB created TAB n TAB key"
+//	P{id}:runi   sorted set: run ids scored by n, their creation number
+//	P{id}:runst  sorted set: "state NUL n NUL run id", by state then n
+//	P{id}:idem   sorted set: "key NUL n NUL run id" of runs with a key
 //	P{id}:msgs   list: the history's messages as JSON; position = index+1
 //	P{id}:mem    hash: memory key → "<micros> <value>"
 //
@@ -31,10 +33,13 @@
 // scripts read are kept beside them. Renaming or removing a field is a
 // migration: TestStoredRecordsStayReadable guards the stored names.
 //
-// Indexes across sessions (sorted sets; "lex" ones hold score 0 and are
-// ordered by id, which is UUIDv7 and so by age):
+// Indexes across sessions are sorted sets whose members are the sessions'
+// order keys, CreatedAt in microseconds as 16 hex digits then the id (see
+// orderKey), so that bytewise they sort as listings do: the "lex" ones
+// hold score 0 and are read in that order, a page at a time.
 //
-//	P idx:all, idx:tenant:<t>, idx:agent:<a>, idx:state:<s>, idx:parent:<p>   lex
+//	P idx:all, idx:tenant:<t>, idx:agent:<a>, idx:state:<s>,
+//	  idx:parent:<p>, idx:fork:<f>, idx:meta:<len(k)>:<k><v>          lex
 //	P idx:expires  by ExpiresAt (only sessions with one)
 //	P idx:updated  by UpdatedAt; P idx:closed the same for closed sessions
 //	P runs:<state> "run id TAB session id" by CreatedAt (ListRunsByState)
@@ -45,9 +50,8 @@
 //
 // Every write is one Lua script (EVALSHA), so a write and its index
 // changes are atomic. Scripts name the per-session keys in KEYS but build
-// the cross-session index keys from P themselves, and AppendMessages may
-// name several sessions; a Redis Cluster would need those per slot, which
-// is a later step.
+// the cross-session index keys from P themselves; a Redis Cluster would
+// need those per slot, which is a later step.
 package redis
 
 import (
@@ -167,17 +171,23 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // keys names the keys of one session.
-type keys struct{ s, ev, lease, runs, runm, runi, runq, idem, msgs, mem string }
+type keys struct{ s, ev, lease, runs, runm, runi, runst, idem, msgs, mem string }
 
 // sessionKey returns the key of session id's hash.
 func (s *Store) sessionKey(id string) string { return s.prefix + "{" + id + "}:s" }
+
+// all returns every key of the session, its hash and run meta first (as
+// session_delete.lua expects).
+func (k keys) all() []string {
+	return []string{k.s, k.runm, k.ev, k.lease, k.runs, k.runi, k.runst, k.idem, k.msgs, k.mem}
+}
 
 // keysOf returns every key of session id.
 func (s *Store) keysOf(id string) keys {
 	tag := s.prefix + "{" + id + "}:"
 	return keys{
 		s: tag + "s", ev: tag + "ev", lease: tag + "lease",
-		runs: tag + "runs", runm: tag + "runm", runi: tag + "runi", runq: tag + "runq", idem: tag + "idem",
+		runs: tag + "runs", runm: tag + "runm", runi: tag + "runi", runst: tag + "runst", idem: tag + "idem",
 		msgs: tag + "msgs", mem: tag + "mem",
 	}
 }

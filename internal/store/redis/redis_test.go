@@ -17,7 +17,10 @@ import (
 	"github.com/kerneld/kerneld/internal/store/storetest"
 )
 
-var _ kernel.Store = (*redis.Store)(nil)
+var (
+	_ kernel.Store   = (*redis.Store)(nil)
+	_ kernel.Signals = (*redis.Signals)(nil)
+)
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 

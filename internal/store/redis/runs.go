@@ -16,21 +16,16 @@ import (
 	"github.com/kerneld/kerneld/internal/session"
 )
 
-// CreateRun stores a new run of an existing session. A run id already used
-// in that session is ErrConflict.
-func (s *Store) CreateRun(ctx context.Context, r session.Run) error {
-	return s.CreateRunConstrained(ctx, r, session.RunConstraints{})
-}
-
-// CreateRunConstrained stores a new run of an existing session, checking c
+// CreateRun stores a new run of an existing session, checking c
 // atomically with the insert, so two replicas racing with one key store
 // one run. An existing run id is ErrConflict (code "run_exists"). With
 // r.IdempotencyKey set, if a run of the session was created with that key
 // at or after c.IdempotentSince, nothing is stored and the error is a
-// *session.DuplicateRunError carrying that run. With c.MaxQueued > 0 and
-// r.State queued, a session that already holds c.MaxQueued queued runs
-// gets ErrExhausted (code "queue_full").
-func (s *Store) CreateRunConstrained(ctx context.Context, r session.Run, c session.RunConstraints) error {
+// *session.DuplicateRunError carrying the last such run. With
+// c.MaxQueued > 0 and r.State queued, a session that already holds
+// c.MaxQueued queued runs gets ErrExhausted (code "queue_full"). The
+// checks fail in that order.
+func (s *Store) CreateRun(ctx context.Context, r session.Run, c session.RunConstraints) error {
 	k := s.keysOf(r.SessionID)
 	args, err := s.runArgs(r, r.Version)
 	if err != nil {
@@ -41,15 +36,14 @@ func (s *Store) CreateRunConstrained(ctx context.Context, r session.Run, c sessi
 		since = itoa(micros(c.IdempotentSince))
 	}
 	args = append(args, since, max(c.MaxQueued, 0))
-	reply, err := scriptRunCreate.Run(ctx, s.rdb, []string{k.s, k.runs, k.runm, k.runi, k.runq, k.idem}, args...).StringSlice()
+	reply, err := scriptRunCreate.Run(ctx, s.rdb, []string{k.s, k.runs, k.runm, k.runi, k.runst, k.idem}, args...).StringSlice()
 	switch {
 	case isReply(err, replyNoSession):
 		return session.SessionNotFound(r.SessionID)
 	case isReply(err, replyExists):
-		return errdefs.New(errdefs.ErrConflict, "run_exists", "run %s already exists", r.ID)
+		return session.RunExists(r.ID)
 	case isReply(err, replyFull):
-		return errdefs.New(errdefs.ErrExhausted, "queue_full",
-			"session %s already holds %d queued runs", r.SessionID, c.MaxQueued)
+		return session.QueueFull(r.SessionID, c.MaxQueued)
 	case err != nil:
 		return fmt.Errorf("create run %s: %w", r.ID, err)
 	case len(reply) == 2 && reply[0] == "DUP":
@@ -62,29 +56,16 @@ func (s *Store) CreateRunConstrained(ctx context.Context, r session.Run, c sessi
 	return nil
 }
 
-// UpdateRun replaces the stored run with r. It does not check versions:
-// the stored Version becomes r.Version, as in the other stores, until the
-// kernel moves to UpdateRunVersioned.
+// UpdateRun replaces the stored run with r if the stored Version equals
+// r.Version; the stored Version becomes r.Version+1. Otherwise it changes
+// nothing and returns an error wrapping session.ErrStale.
 func (s *Store) UpdateRun(ctx context.Context, r session.Run) error {
-	return s.updateRun(ctx, r, r.Version, "")
-}
-
-// UpdateRunVersioned replaces the stored run with r if the stored Version
-// equals r.Version; the stored Version becomes r.Version+1. Otherwise it
-// changes nothing and returns an error wrapping session.ErrStale.
-func (s *Store) UpdateRunVersioned(ctx context.Context, r session.Run) error {
-	return s.updateRun(ctx, r, r.Version+1, itoa(r.Version))
-}
-
-// updateRun stores r with version; expect, when not empty, is the Version
-// the stored run must have.
-func (s *Store) updateRun(ctx context.Context, r session.Run, version int64, expect string) error {
 	k := s.keysOf(r.SessionID)
-	args, err := s.runArgs(r, version)
+	args, err := s.runArgs(r, r.Version+1)
 	if err != nil {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	}
-	err = scriptRunUpdate.Run(ctx, s.rdb, []string{k.s, k.runs, k.runm, k.runq, k.idem}, append(args, expect)...).Err()
+	err = scriptRunUpdate.Run(ctx, s.rdb, []string{k.s, k.runs, k.runm, k.runst, k.idem}, append(args, r.Version)...).Err()
 	if nf := notFound(err, r.SessionID, r.ID); nf != nil {
 		return nf
 	}
@@ -140,11 +121,18 @@ func (s *Store) GetRun(ctx context.Context, sessionID, runID string) (session.Ru
 	return r, nil
 }
 
-// ListRuns returns a session's runs newest first, only those older than
-// before when it is not empty, at most limit of them when limit > 0.
-func (s *Store) ListRuns(ctx context.Context, sessionID, before string, limit int) ([]session.Run, error) {
+// ListRuns returns a session's runs matching q, most recently created
+// first: one script reads the ids from runi (or, with states, from each
+// state's range of runst) and the records they name.
+func (s *Store) ListRuns(ctx context.Context, sessionID string, q session.RunQuery) ([]session.Run, error) {
 	k := s.keysOf(sessionID)
-	recs, err := scriptRunList.Run(ctx, s.rdb, []string{k.s, k.runi, k.runs}, lexBelow(before), max(limit, 0)).StringSlice()
+	args := []any{q.Before, max(q.Limit, 0)}
+	for _, st := range q.States {
+		if !slices.Contains(args[2:], any(string(st))) {
+			args = append(args, string(st))
+		}
+	}
+	recs, err := scriptRunList.Run(ctx, s.rdb, []string{k.s, k.runi, k.runs, k.runst}, args...).StringSlice()
 	if isReply(err, replyNoSession) {
 		return nil, session.SessionNotFound(sessionID)
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -18,10 +20,11 @@ import (
 // new session's LastSeq is 0 whatever sess says: only AppendEvents moves
 // it, and the log holds exactly LastSeq events.
 func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
-	args, err := s.sessionArgs(sess, sess.Version)
+	rec, fields, err := s.sessionArgs(sess, sess.Version)
 	if err != nil {
 		return fmt.Errorf("create session %s: %w", sess.ID, err)
 	}
+	args := append([]any{s.prefix, rec, sess.Version}, fields...)
 	err = scriptSessionCreate.Run(ctx, s.rdb, []string{s.sessionKey(sess.ID)}, args...).Err()
 	if isReply(err, replyExists) {
 		return errdefs.New(errdefs.ErrConflict, "session_exists", "session %s already exists", sess.ID)
@@ -32,30 +35,17 @@ func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
 	return nil
 }
 
-// UpdateSession replaces the stored session with sess, keeping its
-// LastSeq. It does not check versions: the stored Version becomes
-// sess.Version, as in the other stores, until the kernel moves to
-// UpdateSessionVersioned.
-func (s *Store) UpdateSession(ctx context.Context, sess session.Session) error {
-	return s.updateSession(ctx, sess, sess.Version, "")
-}
-
-// UpdateSessionVersioned replaces the stored session with sess, except
-// LastSeq, which only AppendEvents moves, if the stored Version equals
+// UpdateSession replaces the stored session with sess, except LastSeq,
+// which only AppendEvents moves, if the stored Version equals
 // sess.Version; the stored Version becomes sess.Version+1. Otherwise it
 // changes nothing and returns an error wrapping session.ErrStale.
-func (s *Store) UpdateSessionVersioned(ctx context.Context, sess session.Session) error {
-	return s.updateSession(ctx, sess, sess.Version+1, itoa(sess.Version))
-}
-
-// updateSession stores sess with version; expect, when not empty, is the
-// Version the stored session must have.
-func (s *Store) updateSession(ctx context.Context, sess session.Session, version int64, expect string) error {
-	args, err := s.sessionArgs(sess, version)
+func (s *Store) UpdateSession(ctx context.Context, sess session.Session) error {
+	rec, fields, err := s.sessionArgs(sess, sess.Version+1)
 	if err != nil {
 		return fmt.Errorf("update session %s: %w", sess.ID, err)
 	}
-	err = scriptSessionUpdate.Run(ctx, s.rdb, []string{s.sessionKey(sess.ID)}, append(args, expect)...).Err()
+	args := append([]any{s.prefix, rec, sess.Version, sess.Version + 1}, fields...)
+	err = scriptSessionUpdate.Run(ctx, s.rdb, []string{s.sessionKey(sess.ID)}, args...).Err()
 	switch {
 	case isReply(err, replyNoSession):
 		return session.SessionNotFound(sess.ID)
@@ -67,19 +57,43 @@ func (s *Store) updateSession(ctx context.Context, sess session.Session, version
 	return nil
 }
 
-// sessionArgs returns the script arguments that store sess with version:
-// the prefix, the id, the record, the version and the indexed fields (see
-// session_fields in lib.lua).
-func (s *Store) sessionArgs(sess session.Session, version int64) ([]any, error) {
+// sessionArgs returns sess stored with version, and its indexed fields as
+// the scripts take them (see session_fields in lib.lua).
+func (s *Store) sessionArgs(sess session.Session, version int64) (rec []byte, fields []any, err error) {
 	sess.Version, sess.LastSeq = version, 0 // the hash's last_seq is the truth
-	rec, err := json.Marshal(sess)
-	if err != nil {
-		return nil, fmt.Errorf("encode session: %w", err)
+	if rec, err = json.Marshal(sess); err != nil {
+		return nil, nil, fmt.Errorf("encode session: %w", err)
 	}
-	return []any{s.prefix, sess.ID, rec, version,
-		sess.Tenant, sess.Agent, string(sess.State), sess.ParentID,
-		optMicros(sess.ExpiresAt), micros(sess.UpdatedAt)}, nil
+	var md []byte
+	for _, k := range slices.Sorted(maps.Keys(sess.Metadata)) {
+		md = packString(md, metadataIndex(k, sess.Metadata[k]))
+	}
+	return rec, []any{sess.Tenant, sess.Agent, string(sess.State), sess.ParentID, sess.ForkedFrom,
+		optMicros(sess.ExpiresAt), micros(sess.UpdatedAt), orderKey(sess.CreatedAt, sess.ID), md}, nil
 }
+
+// metadataIndex names, after the prefix, the index of the sessions whose
+// metadata holds key = value. The key's length keeps apart the entries
+// that one string of key and value would confuse ("a=b": "c", "a": "b=c").
+func metadataIndex(key, value string) string {
+	return "idx:meta:" + strconv.Itoa(len(key)) + ":" + key + value
+}
+
+// orderKey is a session's member in every index: its CreatedAt, in
+// microseconds as 16 hex digits with the sign bit flipped (so that times
+// before 1970 sort first too), then its id. Bytewise, order keys sort as
+// listings go: by creation time, then by id.
+func orderKey(created time.Time, id string) string {
+	return timeKey(micros(created)) + id
+}
+
+// timeKey is the part of an order key that a time in microseconds gives.
+func timeKey(us int64) string {
+	return fmt.Sprintf("%016x", uint64(us)^(1<<63))
+}
+
+// idOf returns the session id of an order key.
+func idOf(ok string) string { return ok[16:] }
 
 // GetSession returns the session with id.
 func (s *Store) GetSession(ctx context.Context, id string) (session.Session, error) {
@@ -114,12 +128,11 @@ func decodeSession(vals []any) (sess session.Session, ok bool, err error) {
 	return sess, true, nil
 }
 
-// DeleteSession removes the session with everything it owns: its keys and
-// its entries in every index. Children are sessions of their own and stay.
+// DeleteSession removes the session with everything it owns: its keys,
+// its lease among them, and its entries in every index. Children are
+// sessions of their own and stay.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
-	k := s.keysOf(id)
-	ks := []string{k.s, k.runm, k.ev, k.lease, k.runs, k.runi, k.runq, k.idem, k.msgs, k.mem}
-	err := scriptSessionDelete.Run(ctx, s.rdb, ks, s.prefix, id).Err()
+	err := scriptSessionDelete.Run(ctx, s.rdb, s.keysOf(id).all(), s.prefix, id).Err()
 	if isReply(err, replyNoSession) {
 		return session.SessionNotFound(id)
 	}
@@ -129,17 +142,24 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	return nil
 }
 
-// listChunk is how many ids ListSessions reads from an index at a time.
+// listChunk is how many sessions ListSessions loads at a time.
 const listChunk = 256
 
-// ListSessions returns the sessions matching q, newest (largest id) first.
+// ListSessions returns the sessions matching q, newest first: by
+// CreatedAt, then by id.
 //
-// Of the indexes that q's filters can use, it counts the candidates in each
-// (one round trip) and reads from the smallest, checking every filter on
-// the sessions it loads: so a tenant's listing reads that tenant's index,
-// and retention reads the few sessions due to expire or to be deleted.
+// Of the indexes that q's filters can use, it counts the candidates in
+// each (one round trip) and reads from the smallest, a chunk at a time in
+// listing order, checking every filter on the sessions it loads: so a
+// tenant's listing reads that tenant's index, a user's listing the index
+// of its metadata entry, and retention the few sessions due to expire or
+// to be deleted.
 func (s *Store) ListSessions(ctx context.Context, q session.Query) ([]session.Session, error) {
-	src, err := s.pickSource(ctx, q)
+	r := rangeOf(q)
+	if r.empty() {
+		return nil, nil
+	}
+	src, err := s.pickSource(ctx, q, r)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -148,9 +168,9 @@ func (s *Store) ListSessions(ctx context.Context, q session.Query) ([]session.Se
 	}
 	var out []session.Session
 	if src.byScore {
-		out, err = s.listByScore(ctx, src, q)
+		out, err = s.listByScore(ctx, src, q, r)
 	} else {
-		out, err = s.listByID(ctx, src.key, q)
+		out, err = s.listByKey(ctx, src.key, q, r)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
@@ -158,23 +178,64 @@ func (s *Store) ListSessions(ctx context.Context, q session.Query) ([]session.Se
 	return out, nil
 }
 
+// keyRange is the range of order keys a listing may hold, as bounds of
+// ZRANGEBYLEX: min "-" or "[<key>", max "+" or "(<key>". It comes from
+// After, CreatedAfter and CreatedBefore; order keys keep microseconds, so
+// a bound between two takes in the microsecond it falls in, and the
+// sessions loaded are then checked against q itself.
+type keyRange struct{ min, max string }
+
+// rangeOf returns the range of order keys of q's listing.
+func rangeOf(q session.Query) keyRange {
+	r := keyRange{min: "-", max: "+"}
+	below := func(key string) {
+		if r.max == "+" || key < r.max[1:] {
+			r.max = "(" + key
+		}
+	}
+	if q.After != nil {
+		below(orderKey(q.After.CreatedAt, q.After.ID))
+	}
+	if t := q.CreatedBefore; !t.IsZero() {
+		below(timeKey(micros(t) + int64(min(t.Nanosecond()%1000, 1))))
+	}
+	if t := q.CreatedAfter; !t.IsZero() {
+		r.min = "[" + timeKey(micros(t)+int64(1-min(t.Nanosecond()%1000, 1)))
+	}
+	return r
+}
+
+// empty reports whether no order key can be in r.
+func (r keyRange) empty() bool {
+	return r.min != "-" && r.max != "+" && r.min[1:] >= r.max[1:]
+}
+
+// holds reports whether order key ok is in r.
+func (r keyRange) holds(ok string) bool {
+	return (r.min == "-" || ok >= r.min[1:]) && (r.max == "+" || ok < r.max[1:])
+}
+
 // source is an index ListSessions can take candidates from.
 type source struct {
 	key     string
-	byScore bool  // scored by a time; otherwise ordered by id
+	byScore bool  // scored by a time; otherwise ordered by order key
 	below   int64 // for byScore: only members scored below it
 	count   int64
 }
 
-// pickSource returns the index serving q with the fewest candidates.
-func (s *Store) pickSource(ctx context.Context, q session.Query) (source, error) {
+// pickSource returns the index serving q with the fewest candidates in r.
+func (s *Store) pickSource(ctx context.Context, q session.Query, r keyRange) (source, error) {
 	srcs := []source{{key: s.prefix + "idx:all"}}
 	for _, f := range []struct{ name, value string }{
 		{"tenant", q.Tenant}, {"agent", q.Agent}, {"state", string(q.State)}, {"parent", q.ParentID},
+		{"fork", q.ForkedFrom},
 	} {
 		if f.value != "" {
 			srcs = append(srcs, source{key: s.prefix + "idx:" + f.name + ":" + f.value})
 		}
+	}
+	for k, v := range q.Metadata {
+		srcs = append(srcs, source{key: s.prefix + metadataIndex(k, v)})
 	}
 	// The bound is widened by a microsecond, since scores drop the
 	// nanoseconds that the filters on the loaded sessions then compare.
@@ -189,7 +250,7 @@ func (s *Store) pickSource(ctx context.Context, q session.Query) (source, error)
 		srcs = append(srcs, source{key: key, byScore: true, below: micros(q.UpdatedBefore) + 1})
 	}
 	if len(srcs) == 1 {
-		n, err := s.rdb.ZLexCount(ctx, srcs[0].key, "-", lexBelow(q.Before)).Result()
+		n, err := s.rdb.ZLexCount(ctx, srcs[0].key, r.min, r.max).Result()
 		srcs[0].count = n
 		return srcs[0], err
 	}
@@ -199,7 +260,7 @@ func (s *Store) pickSource(ctx context.Context, q session.Query) (source, error)
 		if src.byScore {
 			counts[i] = pipe.ZCount(ctx, src.key, "-inf", "("+itoa(src.below))
 		} else {
-			counts[i] = pipe.ZLexCount(ctx, src.key, "-", lexBelow(q.Before))
+			counts[i] = pipe.ZLexCount(ctx, src.key, r.min, r.max)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -215,53 +276,44 @@ func (s *Store) pickSource(ctx context.Context, q session.Query) (source, error)
 	return srcs[best], nil
 }
 
-// lexBelow is the upper bound of a lexicographic range of ids below
-// before, or of all ids.
-func lexBelow(before string) string {
-	if before == "" {
-		return "+"
-	}
-	return "(" + before
-}
-
-// listByID pages through the id-ordered index key from q.Before down,
-// keeping the sessions that match q, until it has q.Limit of them.
-func (s *Store) listByID(ctx context.Context, key string, q session.Query) ([]session.Session, error) {
+// listByKey pages through the lexicographic index key from the top of r
+// down, keeping the sessions that match q, until it has q.Limit of them.
+func (s *Store) listByKey(ctx context.Context, key string, q session.Query, r keyRange) ([]session.Session, error) {
 	chunk := listChunk
 	if q.Limit > 0 && q.Limit < chunk {
 		chunk = q.Limit
 	}
 	var out []session.Session
-	below := lexBelow(q.Before)
 	for {
-		ids, err := s.rdb.ZRevRangeByLex(ctx, key, &goredis.ZRangeBy{Max: below, Min: "-", Count: int64(chunk)}).Result()
+		oks, err := s.rdb.ZRevRangeByLex(ctx, key, &goredis.ZRangeBy{Max: r.max, Min: r.min, Count: int64(chunk)}).Result()
 		if err != nil {
 			return nil, err
 		}
-		if out, err = s.appendMatching(ctx, out, ids, q); err != nil || len(ids) < chunk || full(out, q) {
+		if out, err = s.appendMatching(ctx, out, oks, q); err != nil || len(oks) < chunk || full(out, q) {
 			return out, err
 		}
-		below = "(" + ids[len(ids)-1]
+		r.max = "(" + oks[len(oks)-1]
+		chunk = listChunk // the first chunk's sessions did not all match
 	}
 }
 
 // listByScore reads every candidate of the time-ordered index src, then
-// loads them newest first, keeping the sessions that match q, until it
-// has q.Limit of them.
-func (s *Store) listByScore(ctx context.Context, src source, q session.Query) ([]session.Session, error) {
-	ids, err := s.rdb.ZRangeByScore(ctx, src.key, &goredis.ZRangeBy{Min: "-inf", Max: "(" + itoa(src.below)}).Result()
+// loads those in r newest first, keeping the sessions that match q,
+// until it has q.Limit of them.
+func (s *Store) listByScore(ctx context.Context, src source, q session.Query, r keyRange) ([]session.Session, error) {
+	oks, err := s.rdb.ZRangeByScore(ctx, src.key, &goredis.ZRangeBy{Min: "-inf", Max: "(" + itoa(src.below)}).Result()
 	if err != nil {
 		return nil, err
 	}
-	ids = slices.DeleteFunc(ids, func(id string) bool { return q.Before != "" && id >= q.Before })
-	slices.SortFunc(ids, func(a, b string) int { return strings.Compare(b, a) })
+	oks = slices.DeleteFunc(oks, func(ok string) bool { return !r.holds(ok) })
+	slices.SortFunc(oks, func(a, b string) int { return strings.Compare(b, a) })
 	var out []session.Session
-	for len(ids) > 0 && !full(out, q) {
-		n := min(len(ids), listChunk)
-		if out, err = s.appendMatching(ctx, out, ids[:n], q); err != nil {
+	for len(oks) > 0 && !full(out, q) {
+		n := min(len(oks), listChunk)
+		if out, err = s.appendMatching(ctx, out, oks[:n], q); err != nil {
 			return nil, err
 		}
-		ids = ids[n:]
+		oks = oks[n:]
 	}
 	return out, nil
 }
@@ -269,17 +321,17 @@ func (s *Store) listByScore(ctx context.Context, src source, q session.Query) ([
 // full reports whether out holds as many sessions as q asks for.
 func full(out []session.Session, q session.Query) bool { return q.Limit > 0 && len(out) >= q.Limit }
 
-// appendMatching loads the sessions ids, in one round trip, and appends
-// those matching q to out, up to q.Limit. Sessions deleted since their ids
-// were read are skipped.
-func (s *Store) appendMatching(ctx context.Context, out []session.Session, ids []string, q session.Query) ([]session.Session, error) {
-	if len(ids) == 0 {
+// appendMatching loads the sessions of the order keys oks, in one round
+// trip, and appends those matching q to out, up to q.Limit. Sessions
+// deleted since their keys were read are skipped.
+func (s *Store) appendMatching(ctx context.Context, out []session.Session, oks []string, q session.Query) ([]session.Session, error) {
+	if len(oks) == 0 {
 		return out, nil
 	}
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*goredis.SliceCmd, len(ids))
-	for i, id := range ids {
-		cmds[i] = pipe.HMGet(ctx, s.sessionKey(id), "rec", "last_seq")
+	cmds := make([]*goredis.SliceCmd, len(oks))
+	for i, ok := range oks {
+		cmds[i] = pipe.HMGet(ctx, s.sessionKey(idOf(ok)), "rec", "last_seq")
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, err

@@ -45,10 +45,11 @@ func (s *Store) NewSignals(handle func(session.Signal)) *Signals {
 // wireSignal is a Signal as published: short names, since every replica
 // decodes every signal.
 type wireSignal struct {
-	Kind      string `json:"k"`
-	SessionID string `json:"s,omitempty"`
-	RunID     string `json:"r,omitempty"`
-	Seq       int64  `json:"q,omitempty"`
+	Kind      session.SignalKind `json:"k"`
+	SessionID string             `json:"s,omitempty"`
+	RunID     string             `json:"r,omitempty"`
+	Seq       int64              `json:"q,omitempty"`
+	From      string             `json:"f,omitempty"`
 }
 
 // Publish sends sig to every replica subscribed now, this one included.

@@ -125,11 +125,11 @@ func TestSignalsReachEveryReplica(t *testing.T) {
 	runSignals(t, sigB)
 	waitSubscribers(t, srv, 2)
 
-	want := session.Signal{Kind: "cancel", SessionID: newID(), RunID: newID(), Seq: 42}
+	want := session.Signal{Kind: session.SignalEnded, SessionID: newID(), RunID: newID(), Seq: 42, From: "replica-a"}
 	require.NoError(t, sigA.Publish(t.Context(), want))
 	assert.Equal(t, want, gotB.next(t), "the other replica")
 	assert.Equal(t, want, gotA.next(t), "the sender")
-	bare := session.Signal{Kind: "run_queued", SessionID: newID()}
+	bare := session.Signal{Kind: session.SignalChanged, SessionID: newID()}
 	require.NoError(t, sigB.Publish(t.Context(), bare))
 	assert.Equal(t, bare, gotA.next(t))
 }
@@ -152,12 +152,12 @@ func TestSignalsResubscribe(t *testing.T) {
 	var seq int64
 	require.Eventually(t, func() bool {
 		seq++
-		if !assert.NoError(t, g.Publish(t.Context(), session.Signal{Kind: "ping", Seq: seq})) {
+		if !assert.NoError(t, g.Publish(t.Context(), session.Signal{Kind: session.SignalChanged, Seq: seq})) {
 			return false
 		}
 		select {
 		case sig := <-got:
-			return sig.Kind == "ping"
+			return sig.Kind == session.SignalChanged
 		default:
 			return false
 		}

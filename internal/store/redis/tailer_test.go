@@ -110,7 +110,7 @@ func runTailer(t *testing.T, st *redis.Store, deliver func([]session.Event)) *re
 func mustAppend(t *testing.T, st *redis.Store, id, writer string, n int) []session.Event {
 	t.Helper()
 	evs := tokenEvents(id, writer, n)
-	require.NoError(t, st.AppendEvents(t.Context(), evs))
+	require.NoError(t, appendEvents(t.Context(), st, evs))
 	return evs
 }
 

@@ -43,6 +43,16 @@ func requireSession(ctx context.Context, q querier, id string) error {
 // which keeps the precision storetest requires and sorts as an integer.
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
+// microsAbove is micros rounded up: the first microsecond not before t,
+// so that a stored time, a whole microsecond, is before t exactly when it
+// is below microsAbove(t).
+func microsAbove(t time.Time) int64 {
+	if t.Nanosecond()%1000 != 0 {
+		return t.UnixMicro() + 1
+	}
+	return t.UnixMicro()
+}
+
 // nullMicros stores the zero time as NULL, for times that may be unset.
 func nullMicros(t time.Time) any {
 	if t.IsZero() {

@@ -221,7 +221,7 @@ func sessionsByMetadata(q session.Query) (string, []any) {
 	}
 	if !q.CreatedBefore.IsZero() {
 		where = append(where, "m.created_at < ?")
-		args = append(args, micros(q.CreatedBefore))
+		args = append(args, microsAbove(q.CreatedBefore))
 	}
 	// The session's own bounds are left to the entry's, its copy.
 	q.After, q.CreatedAfter, q.CreatedBefore = nil, time.Time{}, time.Time{}
@@ -284,16 +284,16 @@ func sessionFilters(q session.Query, prefix string, md map[string]string) (where
 		add("$created_at > ?", micros(q.CreatedAfter))
 	}
 	if !q.CreatedBefore.IsZero() {
-		add("$created_at < ?", micros(q.CreatedBefore))
+		add("$created_at < ?", microsAbove(q.CreatedBefore))
 	}
 	// unlikely() tells the planner these ranges select few sessions, so it
 	// uses their indexes rather than scanning in listing order to skip a
 	// sort.
 	if !q.ExpiresBefore.IsZero() {
-		add("unlikely($expires_at < ?)", micros(q.ExpiresBefore)) // NULL, never expiring, fails it
+		add("unlikely($expires_at < ?)", microsAbove(q.ExpiresBefore)) // NULL, never expiring, fails it
 	}
 	if !q.UpdatedBefore.IsZero() {
-		add("unlikely($updated_at < ?)", micros(q.UpdatedBefore))
+		add("unlikely($updated_at < ?)", microsAbove(q.UpdatedBefore))
 	}
 	return where, args
 }

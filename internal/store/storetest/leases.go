@@ -31,6 +31,7 @@ var leaseTests = []test{
 	{"appends carry the token of the live lease", testLeaseFencesAppends},
 	{"an append after expiry appends nothing", testLeaseFencedAfterExpiry},
 	{"an append after a take-over appends nothing", testLeaseFencedAfterTakeOver},
+	{"appends racing a take-over land before it or not at all", testLeaseTakeOverRace},
 	{"a missing session is not found before the fence", testLeaseNotFoundFirst},
 	{"deleting a session forgets its lease", testLeaseDeleted},
 }
@@ -373,4 +374,50 @@ func testLeaseDeleted(t *testing.T, st kernel.Store) {
 	requireFenced(t, st.AppendEvents(ctx, old, newEvents(s.ID, 0, 1)))
 	require.NoError(t, st.AppendEvents(ctx, next, newEvents(s.ID, 0, 1)))
 	requireLogged(t, st, s.ID, 1, 0)
+}
+
+// testLeaseTakeOverRace has replica a append under a short lease that it
+// never renews while replica b waits to take the session over. Once b
+// holds the lease, no append of a may land: the log holds a's accepted
+// appends, then b's, and nothing a was refused.
+func testLeaseTakeOverRace(t *testing.T, st kernel.Store) {
+	ctx := t.Context()
+	s := mustCreateSession(t, st)
+	a := mustAcquire(t, st, s.ID, "replica-a", shortTTL)
+	var accepted int
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			ev := session.TextMessageContent("a", "token")
+			ev.SessionID, ev.Time = s.ID, at(0)
+			err := st.AppendEvents(ctx, a, []session.Event{ev})
+			if err != nil {
+				if !errors.Is(err, session.ErrFenced) {
+					t.Errorf("replica a: %v", err)
+				}
+				return
+			}
+			accepted++
+		}
+	}()
+	b := waitAcquire(t, st, s.ID, "replica-b", time.Minute)
+	evs := make([]session.Event, 5)
+	for i := range evs {
+		evs[i] = session.TextMessageContent("b", "token")
+		evs[i].SessionID, evs[i].Time = s.ID, at(1)
+	}
+	require.NoError(t, st.AppendEvents(ctx, b, evs))
+	<-done
+
+	got := mustReadEvents(t, st, s.ID, 0, 0)
+	require.Len(t, got, accepted+5)
+	for i, ev := range got {
+		want := "a"
+		if i >= accepted {
+			want = "b"
+		}
+		require.Equal(t, want, ev.Member("messageId"), "writer of seq %d", ev.Seq)
+	}
+	t.Logf("replica a appended %d events before it was fenced", accepted)
 }

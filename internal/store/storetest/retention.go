@@ -46,6 +46,7 @@ func testSessionListExpiresBefore(t *testing.T, st kernel.Store) {
 		{"before the first expiry", kernel.SessionQuery{ExpiresBefore: at(5)}, []string{}},
 		{"bound is exclusive", kernel.SessionQuery{ExpiresBefore: at(10)}, []string{other.ID}},
 		{"one microsecond later", kernel.SessionQuery{ExpiresBefore: at(10).Add(time.Microsecond)}, []string{other.ID, soon.ID}},
+		{"one nanosecond later", kernel.SessionQuery{ExpiresBefore: at(10).Add(time.Nanosecond)}, []string{other.ID, soon.ID}},
 		{"all that expire", kernel.SessionQuery{ExpiresBefore: at(100)}, []string{other.ID, later.ID, soon.ID}},
 		{"with tenant", kernel.SessionQuery{Tenant: "acme", ExpiresBefore: at(100)}, []string{later.ID, soon.ID}},
 		{"with limit", kernel.SessionQuery{ExpiresBefore: at(100), Limit: 1}, []string{other.ID}},
@@ -77,6 +78,7 @@ func testSessionListUpdatedBefore(t *testing.T, st kernel.Store) {
 	}{
 		{"before the first update", kernel.SessionQuery{UpdatedBefore: at(1)}, []string{}},
 		{"bound is exclusive", kernel.SessionQuery{UpdatedBefore: at(2)}, []string{old.ID}},
+		{"one nanosecond later", kernel.SessionQuery{UpdatedBefore: at(2).Add(time.Nanosecond)}, []string{oldOpen.ID, old.ID}},
 		{"all updated before", kernel.SessionQuery{UpdatedBefore: at(10)}, []string{recent.ID, oldOpen.ID, old.ID}},
 		{"closed ones", kernel.SessionQuery{State: session.StateClosed, UpdatedBefore: at(5)}, []string{old.ID}},
 		{"with expiry", kernel.SessionQuery{UpdatedBefore: at(5), ExpiresBefore: at(5)}, []string{}},

@@ -392,6 +392,8 @@ func testSessionListCreated(t *testing.T, st kernel.Store) {
 		{"after one microsecond earlier", kernel.SessionQuery{Tenant: "acme", CreatedAfter: at(20).Add(-time.Microsecond)}, all[:3]},
 		{"before is exclusive", kernel.SessionQuery{Tenant: "acme", CreatedBefore: at(20)}, all[3:]},
 		{"before one microsecond later", kernel.SessionQuery{Tenant: "acme", CreatedBefore: at(20).Add(time.Microsecond)}, all[2:]},
+		{"before one nanosecond later", kernel.SessionQuery{Tenant: "acme", CreatedBefore: at(20).Add(time.Nanosecond)}, all[2:]},
+		{"after one nanosecond earlier", kernel.SessionQuery{Tenant: "acme", CreatedAfter: at(20).Add(-time.Nanosecond)}, all[:3]},
 		{"between", kernel.SessionQuery{CreatedAfter: at(0), CreatedBefore: at(40)}, []string{all[1], other.ID, all[2], all[3]}},
 		{"empty range", kernel.SessionQuery{CreatedAfter: at(20), CreatedBefore: at(20)}, []string{}},
 		{"with after and limit", kernel.SessionQuery{CreatedBefore: at(40), After: cursorOf(other), Limit: 2}, all[2:4]},

@@ -22,10 +22,27 @@ local function lease_token(key)
   return string.match(v, '^(%d+)')
 end
 
+-- unpack_strings returns the strings packed in buf, each after its length
+-- in 4 bytes, big endian (see packString), or nil if buf is malformed.
+local function unpack_strings(buf)
+  local out, pos, size = {}, 1, #buf
+  while pos + 3 <= size do
+    local a, b, c, d = string.byte(buf, pos, pos + 3)
+    local len = ((a * 256 + b) * 256 + c) * 256 + d
+    out[#out + 1] = string.sub(buf, pos + 4, pos + 3 + len)
+    pos = pos + 4 + len
+  end
+  if pos ~= size + 1 then
+    return nil
+  end
+  return out
+end
+
 -- The indexed fields of a session, in the order scripts receive and read
--- them. exp and upd are microseconds; exp is '' when the session never
--- expires.
-local session_fields = {'tenant', 'agent', 'state', 'parent', 'exp', 'upd'}
+-- them. ok is the session's order key, its member in every index (see
+-- orderKey); exp and upd are microseconds, exp '' when the session never
+-- expires; md holds the keys of its metadata indexes, packed.
+local session_fields = {'tenant', 'agent', 'state', 'parent', 'fork', 'exp', 'upd', 'ok', 'md'}
 
 -- fields_from returns session_fields taken from list, starting at index i.
 local function fields_from(list, i)
@@ -36,30 +53,32 @@ local function fields_from(list, i)
   return f
 end
 
--- lex_index moves id from the lexicographic index key..old to key..new;
--- an empty or missing value has no index entry.
-local function lex_index(key, id, old, new)
-  if old == new then
+-- lex_index moves a session from the lexicographic index key..old, where
+-- its member was o_ok, to key..new as n_ok; an empty or missing value has
+-- no index entry.
+local function lex_index(key, old, o_ok, new, n_ok)
+  if old == new and o_ok == n_ok then
     return
   end
   if old and old ~= '' then
-    redis.call('ZREM', key .. old, id)
+    redis.call('ZREM', key .. old, o_ok)
   end
   if new and new ~= '' then
-    redis.call('ZADD', key .. new, 0, id)
+    redis.call('ZADD', key .. new, 0, n_ok)
   end
 end
 
--- score_index gives id the score new in the index key, or removes it when
--- new is empty or missing.
-local function score_index(key, id, old, new)
-  if old == new then
+-- score_index moves a session in the index key from the score old, as
+-- o_ok, to the score new, as n_ok; an empty or missing score has no entry.
+local function score_index(key, old, o_ok, new, n_ok)
+  if old == new and o_ok == n_ok then
     return
   end
+  if old and old ~= '' then
+    redis.call('ZREM', key, o_ok)
+  end
   if new and new ~= '' then
-    redis.call('ZADD', key, new, id)
-  elseif old and old ~= '' then
-    redis.call('ZREM', key, id)
+    redis.call('ZADD', key, new, n_ok)
   end
 end
 
@@ -72,63 +91,95 @@ local function closed_at(f)
   return ''
 end
 
--- index_session moves session id from the index entries of the fields o to
+-- index_session moves a session from the index entries of the fields o to
 -- those of the fields n; {} stands for no entries.
-local function index_session(P, id, o, n)
-  lex_index(P .. 'idx:tenant:', id, o.tenant, n.tenant)
-  lex_index(P .. 'idx:agent:', id, o.agent, n.agent)
-  lex_index(P .. 'idx:state:', id, o.state, n.state)
-  lex_index(P .. 'idx:parent:', id, o.parent, n.parent)
-  score_index(P .. 'idx:expires', id, o.exp, n.exp)
-  score_index(P .. 'idx:updated', id, o.upd, n.upd)
-  score_index(P .. 'idx:closed', id, closed_at(o), closed_at(n))
+local function index_session(P, o, n)
+  if o.ok ~= n.ok then
+    if o.ok then
+      redis.call('ZREM', P .. 'idx:all', o.ok)
+    end
+    if n.ok then
+      redis.call('ZADD', P .. 'idx:all', 0, n.ok)
+    end
+  end
+  lex_index(P .. 'idx:tenant:', o.tenant, o.ok, n.tenant, n.ok)
+  lex_index(P .. 'idx:agent:', o.agent, o.ok, n.agent, n.ok)
+  lex_index(P .. 'idx:state:', o.state, o.ok, n.state, n.ok)
+  lex_index(P .. 'idx:parent:', o.parent, o.ok, n.parent, n.ok)
+  lex_index(P .. 'idx:fork:', o.fork, o.ok, n.fork, n.ok)
+  score_index(P .. 'idx:expires', o.exp, o.ok, n.exp, n.ok)
+  score_index(P .. 'idx:updated', o.upd, o.ok, n.upd, n.ok)
+  score_index(P .. 'idx:closed', closed_at(o), o.ok, closed_at(n), n.ok)
+  if o.md ~= n.md or o.ok ~= n.ok then
+    for _, key in ipairs(unpack_strings(o.md or '') or {}) do
+      redis.call('ZREM', P .. key, o.ok)
+    end
+    for _, key in ipairs(unpack_strings(n.md or '') or {}) do
+      redis.call('ZADD', P .. key, 0, n.ok)
+    end
+  end
 end
 
--- A run's meta is "version TAB state TAB created TAB key": what scripts
--- need of a run without decoding its JSON. The key comes last, so it may
--- hold anything.
+-- A run's meta is "version TAB state TAB created TAB n TAB key": what
+-- scripts need of a run without decoding its JSON. n is its place in the
+-- order the session's runs were created (see run_n). The key comes last,
+-- so it may hold anything.
 local function parse_run_meta(m)
-  local v, st, c, k = string.match(m, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
-  return {ver = v, state = st, created = c, key = k}
+  local v, st, c, n, k = string.match(m, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
+  return {ver = v, state = st, created = c, n = n, key = k}
 end
 
 local function format_run_meta(r)
-  return r.ver .. '\t' .. r.state .. '\t' .. r.created .. '\t' .. r.key
+  return r.ver .. '\t' .. r.state .. '\t' .. r.created .. '\t' .. r.n .. '\t' .. r.key
+end
+
+-- run_n formats a run's creation number so that numbers sort as strings.
+local function run_n(n)
+  return string.format('%015d', n)
+end
+
+-- by_state is a run's member in the session's runst index: state, then
+-- creation number, then id, so that a state's runs are one range, in
+-- creation order.
+local function by_state(r, rid)
+  return r.state .. '\0' .. r.n .. '\0' .. rid
+end
+
+-- by_key is a run's member in the session's idem index: the key, then
+-- creation number, then id.
+local function by_key(r, rid)
+  return r.key .. '\0' .. r.n .. '\0' .. rid
 end
 
 -- index_run moves run rid of session sid from the index entries of meta o
 -- to those of meta n; nil stands for no entries.
-local function index_run(P, sid, rid, runq, idem, o, n)
+local function index_run(P, sid, rid, runst, idem, o, n)
   local member = rid .. '\t' .. sid
   if o then
     redis.call('ZREM', P .. 'runs:' .. o.state, member)
-    if o.state == 'queued' then
-      redis.call('ZREM', runq, rid)
-    end
+    redis.call('ZREM', runst, by_state(o, rid))
     if o.key ~= '' then
-      redis.call('ZREM', idem, o.key .. '\0' .. rid)
+      redis.call('ZREM', idem, by_key(o, rid))
     end
   end
   if n then
     redis.call('ZADD', P .. 'runs:' .. n.state, n.created, member)
-    if n.state == 'queued' then
-      redis.call('ZADD', runq, n.created, rid)
-    end
+    redis.call('ZADD', runst, 0, by_state(n, rid))
     if n.key ~= '' then
-      redis.call('ZADD', idem, 0, n.key .. '\0' .. rid)
+      redis.call('ZADD', idem, 0, by_key(n, rid))
     end
   end
 end
 
--- newest_with_key returns the id of the newest (largest id) run created
--- with key at or after since (microseconds), or nil. idem orders "key NUL
--- run id" bytewise, so the runs of one key come newest first; members of
--- other keys that share the range (a key that itself holds NUL) fail the
+-- newest_with_key returns the id of the run created last with key at or
+-- after since (microseconds), or nil. idem orders "key NUL n NUL id"
+-- bytewise, so the runs of one key come newest first; members of other
+-- keys that share the range (a key that itself holds NUL) fail the
 -- comparison with the run's own key.
 local function newest_with_key(idem, runm, key, since)
   local members = redis.call('ZREVRANGEBYLEX', idem, '(' .. key .. '\1', '[' .. key .. '\0')
   for _, m in ipairs(members) do
-    local rid = string.sub(m, #key + 2)
+    local rid = string.sub(m, #key + 18)
     local meta = redis.call('HGET', runm, rid)
     if meta then
       local r = parse_run_meta(meta)
@@ -139,4 +190,3 @@ local function newest_with_key(idem, runm, key, since)
   end
   return nil
 end
-

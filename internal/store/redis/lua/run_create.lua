@@ -1,7 +1,8 @@
--- KEYS: session hash, runs, runm, runi, runq, idem. ARGV: prefix, session
+-- KEYS: session hash, runs, runm, runi, runst, idem. ARGV: prefix, session
 -- id, run id, record, version, state, created, key, then the constraints:
 -- idempotent since ('' when not checked) and max queued (0: no bound).
 -- Answers {'OK'}, or {'DUP', record} of the run created earlier with key.
+-- A taken id is reported first, then a taken key, then a full queue.
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return fail('NOSESSION')
 end
@@ -17,11 +18,13 @@ if n.key ~= '' and ARGV[9] ~= '' then
   end
 end
 local max = tonumber(ARGV[10])
-if max > 0 and n.state == 'queued' and redis.call('ZCARD', KEYS[5]) >= max then
+if max > 0 and n.state == 'queued' and redis.call('ZLEXCOUNT', KEYS[5], '[queued\0', '(queued\1') >= max then
   return fail('FULL')
 end
+local num = redis.call('HINCRBY', KEYS[1], 'runn', 1)
+n.n = run_n(num)
 redis.call('HSET', KEYS[2], rid, ARGV[4])
 redis.call('HSET', KEYS[3], rid, format_run_meta(n))
-redis.call('ZADD', KEYS[4], 0, rid)
+redis.call('ZADD', KEYS[4], num, rid)
 index_run(P, sid, rid, KEYS[5], KEYS[6], nil, n)
 return {'OK'}

@@ -1,5 +1,5 @@
 -- KEYS: session hash, runs, runm, idem. ARGV: key, since (microseconds).
--- Answers the record of the newest run created with key at or after since.
+-- Answers the record of the run created last with key at or after since.
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return fail('NOSESSION')
 end

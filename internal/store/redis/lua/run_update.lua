@@ -1,6 +1,6 @@
--- KEYS: session hash, runs, runm, runq, idem. ARGV: prefix, session id,
+-- KEYS: session hash, runs, runm, runst, idem. ARGV: prefix, session id,
 -- run id, record, new version, state, created, key, then the expected
--- version ('' when not checked).
+-- version.
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return fail('NOSESSION')
 end
@@ -10,11 +10,13 @@ if not meta then
   return fail('NORUN')
 end
 local o = parse_run_meta(meta)
-if ARGV[9] ~= '' and o.ver ~= ARGV[9] then
+if o.ver ~= ARGV[9] then
   return fail('STALE')
 end
-local n = {ver = ARGV[5], state = ARGV[6], created = ARGV[7], key = ARGV[8]}
+local n = {ver = ARGV[5], state = ARGV[6], created = ARGV[7], n = o.n, key = ARGV[8]}
 redis.call('HSET', KEYS[2], rid, ARGV[4])
 redis.call('HSET', KEYS[3], rid, format_run_meta(n))
-index_run(P, sid, rid, KEYS[4], KEYS[5], o, n)
+if o.state ~= n.state or o.created ~= n.created or o.key ~= n.key then
+  index_run(P, sid, rid, KEYS[4], KEYS[5], o, n)
+end
 return 1

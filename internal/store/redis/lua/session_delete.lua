@@ -5,8 +5,7 @@ if not o[1] then
   return fail('NOSESSION')
 end
 local P, id = ARGV[1], ARGV[2]
-index_session(P, id, fields_from(o, 2), {})
-redis.call('ZREM', P .. 'idx:all', id)
+index_session(P, fields_from(o, 2), {})
 local metas = redis.call('HGETALL', KEYS[2])
 for i = 1, #metas, 2 do
   local r = parse_run_meta(metas[i + 1])

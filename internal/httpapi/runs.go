@@ -39,6 +39,9 @@ type runResponse struct {
 	State          session.RunState  `json:"state"`
 	Input          string            `json:"input"`
 	IdempotencyKey *string           `json:"idempotency_key"`
+	IfBusy         *string           `json:"if_busy"`
+	SteeredInto    *string           `json:"steered_into"`
+	Model          *string           `json:"model"`
 	CreatedAt      time.Time         `json:"created_at"`
 	StartedAt      *time.Time        `json:"started_at"`
 	EndedAt        *time.Time        `json:"ended_at"`
@@ -51,7 +54,8 @@ type runResponse struct {
 func toRunResponse(r session.Run) runResponse {
 	out := runResponse{
 		ID: r.ID, SessionID: r.SessionID, State: r.State, Input: r.Input,
-		IdempotencyKey: nullable(r.IdempotencyKey), CreatedAt: r.CreatedAt.UTC(),
+		IdempotencyKey: nullable(r.IdempotencyKey), IfBusy: nullable(r.IfBusy), SteeredInto: nullable(r.SteeredInto),
+		Model: nullable(r.Model), CreatedAt: r.CreatedAt.UTC(),
 		StartedAt: nullableTime(r.StartedAt), EndedAt: nullableTime(r.EndedAt),
 		Usage:    usageResponse{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens},
 		StartSeq: nullableSeq(r.StartSeq), EndSeq: nullableSeq(r.EndSeq),

@@ -113,25 +113,26 @@ func (k *Kernel) recoverRunning(ctx context.Context, h *held) (int, error) {
 	return n, nil
 }
 
-// freeSession frees session id if its record says it is busy but no run
-// of it is unfinished: a crash between recording a run's end and its
-// session's lets the session think it is busy forever.
+// freeSession frees session id if its record says it is busy, or names an
+// active run, but no run of it is unfinished: a crash between recording a
+// run's end and its session's lets the session think it is busy forever.
 func (k *Kernel) freeSession(ctx context.Context, id string) error {
 	work, err := k.hasWork(ctx, id)
 	if err != nil || work {
 		return err
 	}
 	return k.updateSession(ctx, id, func(s *session.Session) error {
-		if s.State != session.StateRunning && s.State != session.StateWaitingInput {
+		busy := s.State == session.StateRunning || s.State == session.StateWaitingInput
+		if !busy && s.ActiveRunID == "" {
 			return errUnchanged
 		}
-		state := session.StateCompleted
-		if s.ActiveRunID != "" {
+		if busy {
+			s.State = session.StateCompleted
 			if r, err := k.store.GetRun(ctx, s.ID, s.ActiveRunID); err == nil && r.Error != nil {
-				state = session.StateError
+				s.State = session.StateError
 			}
 		}
-		s.ActiveRunID, s.State, s.UpdatedAt = "", state, k.now().UTC()
+		s.ActiveRunID, s.UpdatedAt = "", k.now().UTC()
 		return nil
 	})
 }

@@ -78,11 +78,17 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 
 // checkQuery refuses a query string that does not parse, such as
 // ?cursor=%zz: Go's parser would drop the bad pair, and the request would
-// be served as if the parameter were absent, e.g. from the first page.
+// be served as if the parameter were absent, e.g. from the first page. It
+// refuses values that are not UTF-8 text too (?agent=%ff).
 func (s *Server) checkQuery(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
 			s.writeError(w, r, errdefs.Invalid("query", "malformed: "+err.Error()))
+			return
+		}
+		if err := checkQueryText(q); err != nil {
+			s.writeError(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -14,6 +14,7 @@ import (
 // Kinds that are HTTP's own concern, so they live here, not in errdefs.
 var (
 	errUnauthorized     = errors.New("unauthorized")       // no valid API key
+	errForbidden        = errors.New("forbidden")          // a valid key, but not for this route
 	errMethodNotAllowed = errors.New("method not allowed") // a known path, another method
 )
 
@@ -25,6 +26,7 @@ var errorKinds = []struct {
 	code   string
 }{
 	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
+	{errForbidden, http.StatusForbidden, "forbidden"},
 	{errdefs.ErrInvalid, http.StatusBadRequest, "invalid_request"},
 	{errdefs.ErrNotFound, http.StatusNotFound, "not_found"},
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},

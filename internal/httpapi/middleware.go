@@ -2,19 +2,16 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
-	"github.com/kerneld/kerneld/internal/kernel"
 )
 
 // logRequests logs one line per request once it completes.
@@ -93,37 +90,4 @@ func (s *Server) checkQuery(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// authenticate maps the bearer token to a tenant, or admits everyone as
-// the default tenant when no API keys are configured.
-func (s *Server) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tenant := DefaultTenant
-		if len(s.opts.APIKeys) > 0 {
-			var ok bool
-			if tenant, ok = s.tenantFor(r.Header.Get("Authorization")); !ok {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="kerneld"`)
-				s.writeError(w, r, errdefs.New(errUnauthorized, "unauthorized", "a valid API key is required: Authorization: Bearer <key>"))
-				return
-			}
-		}
-		next.ServeHTTP(w, r.WithContext(kernel.WithTenant(r.Context(), tenant)))
-	})
-}
-
-// tenantFor returns the tenant of a "Bearer <key>" header. Every key is
-// compared in constant time, so timing does not reveal a near miss.
-func (s *Server) tenantFor(header string) (string, bool) {
-	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return "", false
-	}
-	found := ""
-	for key, tenant := range s.opts.APIKeys {
-		if subtle.ConstantTimeCompare([]byte(key), []byte(token)) == 1 {
-			found = tenant
-		}
-	}
-	return found, found != ""
 }

@@ -17,7 +17,10 @@ type Options struct {
 	Logger *slog.Logger
 	// APIKeys maps a bearer token to its tenant. When empty, no
 	// authentication is required and every caller is tenant "default".
-	APIKeys        map[string]string
+	APIKeys map[string]string
+	// AdminKeys are operator keys: they read /metrics and act as no
+	// tenant. When set, /metrics needs one, with or without APIKeys.
+	AdminKeys      []string
 	MaxBodyBytes   int64         // default 1 MiB
 	RequestTimeout time.Duration // request/response routes; default 30 s
 	Metrics        http.Handler  // served at /metrics; nil answers 404

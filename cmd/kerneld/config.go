@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,16 @@ type HTTPConfig struct {
 	RequestTimeout  time.Duration `yaml:"request_timeout"`
 	MaxBodyBytes    int64         `yaml:"max_body_bytes"`
 	Heartbeat       time.Duration `yaml:"heartbeat"`
+
+	// Connection hygiene: what a client may hold, and for how long.
+	ReadHeaderTimeout   time.Duration `yaml:"read_header_timeout"`    // the request line and headers
+	ReadTimeout         time.Duration `yaml:"read_timeout"`           // the whole request, body included
+	IdleTimeout         time.Duration `yaml:"idle_timeout"`           // a keep-alive connection between requests
+	MinBodyRate         int64         `yaml:"min_body_rate"`          // bytes/s a body must keep up after the grace; 0: none
+	BodyRateGrace       time.Duration `yaml:"body_rate_grace"`        // before min_body_rate applies
+	MaxConnections      int           `yaml:"max_connections"`        // 0: the descriptor limit less headroom
+	MaxStreams          int           `yaml:"max_streams"`            // open event streams in all; 0: half of max_connections
+	MaxStreamsPerTenant int           `yaml:"max_streams_per_tenant"` // open event streams of one tenant; 0: no cap
 }
 
 // StoreConfig picks the storage backend.
@@ -83,6 +94,8 @@ func DefaultConfig() Config {
 		HTTP: HTTPConfig{
 			Addr: "127.0.0.1:8080", ShutdownTimeout: 10 * time.Second, RequestTimeout: 30 * time.Second,
 			MaxBodyBytes: 1 << 20, Heartbeat: 15 * time.Second,
+			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
+			MinBodyRate: 1024, BodyRateGrace: 5 * time.Second, MaxStreamsPerTenant: 1000,
 		},
 		Store:     StoreConfig{Kind: "sqlite", DataDir: "./data"},
 		AgentsDir: "configs/agents",
@@ -144,6 +157,9 @@ func loadConfig(f flagValues, getenv func(string) string) (Config, error) {
 	override(&cfg.Store.Kind, f.store)
 	override(&cfg.Store.DataDir, f.dataDir)
 	override(&cfg.Log.Format, f.logFormat)
+	if err := cfg.applyEnvTwins(getenv); err != nil {
+		return cfg, err
+	}
 	if v := getenv("KERNELD_API_KEYS"); v != "" {
 		cfg.Auth.APIKeys = append(cfg.Auth.APIKeys, parseAPIKeys(v)...)
 	}
@@ -151,6 +167,59 @@ func loadConfig(f flagValues, getenv func(string) string) (Config, error) {
 		cfg.Auth.AdminKeys = append(cfg.Auth.AdminKeys, splitList(v)...)
 	}
 	return cfg, cfg.Validate()
+}
+
+// envTwin is a config key that a KERNELD_* variable sets, with no flag.
+type envTwin struct {
+	env, key string
+	dst      any // *time.Duration, *int or *int64
+}
+
+// envTwins lists the keys set from the environment alone.
+func (c *Config) envTwins() []envTwin {
+	h := &c.HTTP
+	return []envTwin{
+		{"KERNELD_READ_HEADER_TIMEOUT", "http.read_header_timeout", &h.ReadHeaderTimeout},
+		{"KERNELD_READ_TIMEOUT", "http.read_timeout", &h.ReadTimeout},
+		{"KERNELD_IDLE_TIMEOUT", "http.idle_timeout", &h.IdleTimeout},
+		{"KERNELD_MIN_BODY_RATE", "http.min_body_rate", &h.MinBodyRate},
+		{"KERNELD_BODY_RATE_GRACE", "http.body_rate_grace", &h.BodyRateGrace},
+		{"KERNELD_MAX_CONNECTIONS", "http.max_connections", &h.MaxConnections},
+		{"KERNELD_MAX_STREAMS", "http.max_streams", &h.MaxStreams},
+		{"KERNELD_MAX_STREAMS_PER_TENANT", "http.max_streams_per_tenant", &h.MaxStreamsPerTenant},
+	}
+}
+
+// applyEnvTwins sets every key whose variable is set, over the file.
+func (c *Config) applyEnvTwins(getenv func(string) string) error {
+	var errs []error
+	for _, tw := range c.envTwins() {
+		if v := getenv(tw.env); v != "" {
+			if err := setFromString(tw.dst, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s (%s): %w", tw.env, tw.key, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setFromString parses v into *dst.
+func setFromString(dst any, v string) error {
+	var err error
+	switch p := dst.(type) {
+	case *time.Duration:
+		*p, err = time.ParseDuration(v)
+	case *int:
+		*p, err = strconv.Atoi(v)
+	case *int64:
+		*p, err = strconv.ParseInt(v, 10, 64)
+	default:
+		err = fmt.Errorf("unsupported type %T", dst)
+	}
+	if ne, ok := errors.AsType[*strconv.NumError](err); ok {
+		err = fmt.Errorf("%q is not an integer", ne.Num)
+	}
+	return err
 }
 
 // parseAPIKeys reads KERNELD_API_KEYS: comma-separated "key" or
@@ -228,7 +297,22 @@ func (c Config) Validate() error {
 	if c.HTTP.ShutdownTimeout <= 0 || c.HTTP.RequestTimeout <= 0 || c.HTTP.Heartbeat <= 0 {
 		errs = append(errs, errors.New("http: shutdown_timeout, request_timeout and heartbeat must be positive"))
 	}
+	errs = append(errs, c.HTTP.checkLimits())
 	errs = append(errs, c.Auth.check())
+	return errors.Join(errs...)
+}
+
+// checkLimits checks the connection limits: timeouts positive, the rest
+// not negative (0 means the default or no limit, as documented).
+func (h HTTPConfig) checkLimits() error {
+	var errs []error
+	if h.ReadHeaderTimeout <= 0 || h.ReadTimeout <= 0 || h.IdleTimeout <= 0 {
+		errs = append(errs, errors.New("http: read_header_timeout, read_timeout and idle_timeout must be positive"))
+	}
+	if h.MinBodyRate < 0 || h.BodyRateGrace < 0 || h.MaxConnections < 0 || h.MaxStreams < 0 || h.MaxStreamsPerTenant < 0 {
+		errs = append(errs, errors.New("http: min_body_rate, body_rate_grace, max_connections, max_streams "+
+			"and max_streams_per_tenant must not be negative"))
+	}
 	return errors.Join(errs...)
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -316,4 +318,101 @@ func TestAuthConfig_DuplicateKeys(t *testing.T) {
 			t.Errorf("loadConfig = %v, want the duplicate named", err)
 		}
 	})
+}
+
+// TestLoadConfig_ConnectionLimits: every connection limit has a default,
+// is read from the file, and is overridden by its environment twin; a
+// twin that does not parse, or a limit out of range, stops startup
+// naming it.
+func TestLoadConfig_ConnectionLimits(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "kerneld.yaml", `
+http:
+  read_header_timeout: 3s
+  read_timeout: 20s
+  idle_timeout: 40s
+  min_body_rate: 500
+  body_rate_grace: 2s
+  max_connections: 900
+  max_streams: 300
+  max_streams_per_tenant: 30
+`)
+	def := DefaultConfig().HTTP
+	if def.ReadHeaderTimeout != 10*time.Second || def.ReadTimeout != time.Minute || def.IdleTimeout != 2*time.Minute ||
+		def.MinBodyRate != 1024 || def.BodyRateGrace != 5*time.Second || def.MaxConnections != 0 ||
+		def.MaxStreams != 0 || def.MaxStreamsPerTenant != 1000 {
+		t.Errorf("defaults = %+v", def)
+	}
+	load := func(t *testing.T, m map[string]string) (Config, error) {
+		t.Helper()
+		return loadConfig(flagValues{config: file}, env(m))
+	}
+	tests := []struct {
+		env, fileValue, envValue string
+		get                      func(HTTPConfig) string
+	}{
+		{"KERNELD_READ_HEADER_TIMEOUT", "3s", "4s", func(h HTTPConfig) string { return h.ReadHeaderTimeout.String() }},
+		{"KERNELD_READ_TIMEOUT", "20s", "21s", func(h HTTPConfig) string { return h.ReadTimeout.String() }},
+		{"KERNELD_IDLE_TIMEOUT", "40s", "41s", func(h HTTPConfig) string { return h.IdleTimeout.String() }},
+		{"KERNELD_MIN_BODY_RATE", "500", "501", func(h HTTPConfig) string { return strconv.FormatInt(h.MinBodyRate, 10) }},
+		{"KERNELD_BODY_RATE_GRACE", "2s", "3s", func(h HTTPConfig) string { return h.BodyRateGrace.String() }},
+		{"KERNELD_MAX_CONNECTIONS", "900", "901", func(h HTTPConfig) string { return strconv.Itoa(h.MaxConnections) }},
+		{"KERNELD_MAX_STREAMS", "300", "301", func(h HTTPConfig) string { return strconv.Itoa(h.MaxStreams) }},
+		{"KERNELD_MAX_STREAMS_PER_TENANT", "30", "31", func(h HTTPConfig) string { return strconv.Itoa(h.MaxStreamsPerTenant) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.env, func(t *testing.T) {
+			c, err := load(t, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tt.get(c.HTTP); got != tt.fileValue {
+				t.Errorf("from the file: %s, want %s", got, tt.fileValue)
+			}
+			if c, err = load(t, map[string]string{tt.env: tt.envValue}); err != nil {
+				t.Fatal(err)
+			}
+			if got := tt.get(c.HTTP); got != tt.envValue {
+				t.Errorf("%s=%s: %s, want the environment's", tt.env, tt.envValue, got)
+			}
+			if _, err := load(t, map[string]string{tt.env: "lots"}); err == nil || !strings.Contains(err.Error(), tt.env) {
+				t.Errorf("%s=lots: error %v, want one naming the variable", tt.env, err)
+			}
+			if _, err := load(t, map[string]string{tt.env: "-1" + strings.TrimLeft(tt.envValue, "0123456789")}); err == nil {
+				t.Errorf("%s negative: no error", tt.env)
+			}
+		})
+	}
+}
+
+func TestPlanConnections(t *testing.T) {
+	tests := []struct {
+		name                                 string
+		http                                 HTTPConfig
+		fileLimit                            uint64
+		wantConns, wantStreams, wantRefusing int
+		wantLowered                          bool
+	}{
+		{"defaults under a large limit", HTTPConfig{}, 1 << 20, 943719, 471859, 52428, false},
+		{"defaults under 20000", HTTPConfig{}, 20000, 18000, 9000, 1000, false},
+		{"defaults under 1024", HTTPConfig{}, 1024, 922, 461, 51, false},
+		{"a tiny limit keeps half", HTTPConfig{}, 100, 50, 25, 25, false},
+		{"configured below the ceiling", HTTPConfig{MaxConnections: 500, MaxStreams: 10}, 20000, 500, 10, 1000, false},
+		{"configured above the ceiling", HTTPConfig{MaxConnections: 50000}, 20000, 18000, 9000, 1000, true},
+		{"unlimited descriptors", HTTPConfig{}, math.MaxUint64, 1932735283, 966367641, 107374182, false},
+		{"unknown limit", HTTPConfig{}, 0, 4096, 2048, 32, false},
+		{"unknown limit, configured", HTTPConfig{MaxConnections: 100000}, 0, 100000, 50000, 32, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := planConnections(tt.http, tt.fileLimit)
+			if p.maxConns != tt.wantConns || p.maxStreams != tt.wantStreams || p.maxRefusing != tt.wantRefusing || p.lowered != tt.wantLowered {
+				t.Errorf("plan = %+v, want conns %d streams %d refusing %d lowered %v",
+					p, tt.wantConns, tt.wantStreams, tt.wantRefusing, tt.wantLowered)
+			}
+			if tt.fileLimit > 0 && uint64(p.maxConns+p.maxRefusing) > tt.fileLimit {
+				t.Errorf("%d connections and %d being refused exceed the %d descriptors", p.maxConns, p.maxRefusing, tt.fileLimit)
+			}
+		})
+	}
 }

@@ -45,6 +45,7 @@ type daemon struct {
 	streams  *httpapi.Streams
 	kernel   *kernel.Kernel
 	handler  *httpapi.Server
+	conns    connPlan
 }
 
 // serve runs kerneld until ctx ends. It listens first and answers health
@@ -55,17 +56,26 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slo
 	if err := d.loadAgents(cfg, getenv); err != nil {
 		return err
 	}
+	fileLimit, limitErr := raiseFileLimit()
+	d.conns = planConnections(cfg.HTTP, fileLimit)
+	logConnectionPlan(log, cfg.HTTP, d.conns, limitErr)
 	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.HTTP.Addr)
 	if err != nil {
 		return err
 	}
 	log.Info("kerneld listening", "addr", ln.Addr().String(), "version", version, "store", cfg.Store.Kind,
 		"agents", len(d.registry.List()))
+	conns := httpapi.NewConnLimit(httpapi.ConnLimitOptions{Max: d.conns.maxConns, MaxRefusing: d.conns.maxRefusing,
+		Logger: log.With("system", "http")})
+	d.metrics.GaugeFunc("kerneld_connections_open", "Open connections to the API, idle keep-alive ones included.",
+		func() float64 { return float64(conns.Open()) })
+	d.metrics.CounterFunc("kerneld_connections_refused_total", "Connections refused over http.max_connections.",
+		func() float64 { return float64(conns.Refused()) })
 	var handler switchHandler
 	handler.set(httpapi.Starting(version))
-	srv := &http.Server{Handler: &handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := d.httpServer(cfg.HTTP, conns, &handler)
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(conns.Listener(ln)) }()
 	servers := []*http.Server{srv}
 	if cfg.HTTP.MetricsAddr != "" {
 		msrv, err := d.serveMetrics(ctx, cfg, serveErr)
@@ -92,11 +102,24 @@ func (d *daemon) serveMetrics(ctx context.Context, cfg Config, serveErr chan<- e
 		return nil, fmt.Errorf("listen for metrics: %w", err)
 	}
 	d.log.Info("metrics listening", "addr", ln.Addr().String())
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: httpapi.MetricsHandler(httpapi.Options{
+	conns := httpapi.NewConnLimit(httpapi.ConnLimitOptions{Max: metricsMaxConns, MaxRefusing: metricsMaxConns / 2,
+		Logger: d.log.With("system", "http")})
+	srv := d.httpServer(cfg.HTTP, conns, httpapi.MetricsHandler(httpapi.Options{
 		Logger: d.log.With("system", "http"), AdminKeys: cfg.Auth.AdminKeys, Metrics: d.metrics.Handler(), Version: version,
-	})}
-	go func() { serveErr <- srv.Serve(ln) }()
+	}))
+	go func() { serveErr <- srv.Serve(conns.Listener(ln)) }()
 	return srv, nil
+}
+
+// httpServer returns a server for h with the connection limits: how long
+// a client may take over its headers, its request and between requests,
+// and how many connections it may hold.
+func (d *daemon) httpServer(c HTTPConfig, conns *httpapi.ConnLimit, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler: conns.Handler(h), ConnContext: conns.ConnContext,
+		ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout, IdleTimeout: c.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(d.log.With("system", "http").Handler(), slog.LevelWarn),
+	}
 }
 
 // closeAll closes servers at once, for a startup that failed.
@@ -160,6 +183,8 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	d.handler = httpapi.New(d.kernel, d.streams, httpapi.Options{
 		Logger: d.log.With("system", "http"), APIKeys: cfg.apiKeys(), AdminKeys: cfg.Auth.AdminKeys,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, RequestTimeout: cfg.HTTP.RequestTimeout,
+		ReadTimeout: cfg.HTTP.ReadTimeout, MinBodyRate: cfg.HTTP.MinBodyRate, BodyRateGrace: cfg.HTTP.BodyRateGrace,
+		MaxStreams: d.conns.maxStreams, MaxStreamsPerTenant: cfg.HTTP.MaxStreamsPerTenant,
 		Metrics: metrics, OpenAPI: api.OpenAPI, Version: version,
 	})
 	return nil

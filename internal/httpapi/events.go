@@ -31,7 +31,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if accepts(r, "application/json") && !accepts(r, "text/event-stream") {
+	if wantsEventPage(r) {
 		return s.writeEventPage(w, r, id, after)
 	}
 	return s.streams.serve(w, r, s.kernel, streamRequest{sessionID: id, after: after})
@@ -58,6 +58,12 @@ func (s *Server) writeEventPage(w http.ResponseWriter, r *http.Request, id strin
 	}
 	w.Header().Set("Cache-Control", "no-cache")
 	return writeJSON(w, http.StatusOK, page)
+}
+
+// wantsEventPage reports whether the client asks for a JSON page rather
+// than the stream: it accepts application/json and not text/event-stream.
+func wantsEventPage(r *http.Request) bool {
+	return accepts(r, "application/json") && !accepts(r, "text/event-stream")
 }
 
 // eventCursor returns the seq to resume after: the Last-Event-ID header

@@ -59,6 +59,9 @@ func decodeError(err error) error {
 	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return mbe
 	}
+	if errors.Is(err, errRequestTimeout) {
+		return err
+	}
 	if errors.Is(err, io.EOF) {
 		return errdefs.New(errdefs.ErrInvalid, "invalid_request", "request body: a JSON object is required")
 	}

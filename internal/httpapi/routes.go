@@ -17,7 +17,7 @@ func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
 	// authenticate runs before routing: without a key, no path or method
 	// is told apart from another (only /healthz is open).
-	r.Use(middleware.RequestID, s.logRequests, s.recoverPanics, s.authenticate, s.limitBody, s.checkQuery)
+	r.Use(middleware.RequestID, s.logRequests, s.recoverPanics, s.authenticate, s.paceBody, s.limitBody, s.checkQuery)
 	r.NotFound(s.handle(s.handleNotFound))
 	r.MethodNotAllowed(s.handle(s.handleMethodNotAllowed))
 	r.Get("/healthz", s.handle(s.handleHealth))
@@ -27,8 +27,8 @@ func (s *Server) routes() chi.Router {
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireTenant)
 		// Streams: never under a timeout (it would cut them off).
-		r.Get("/sessions/{id}/events", s.handle(s.handleEvents))
-		r.Post("/sessions/{id}/run", s.handle(s.handleRunCreate))
+		r.With(s.limitStreams).Get("/sessions/{id}/events", s.handle(s.handleEvents))
+		r.With(s.limitStreams).Post("/sessions/{id}/run", s.handle(s.handleRunCreate))
 		r.Group(func(r chi.Router) {
 			r.Use(s.timeout)
 			r.Get("/agents", s.handle(s.handleAgentList))

@@ -56,26 +56,13 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slo
 	if err := d.loadAgents(cfg, getenv); err != nil {
 		return err
 	}
-	fileLimit, limitErr := raiseFileLimit()
-	d.conns = planConnections(cfg.HTTP, fileLimit)
-	logConnectionPlan(log, cfg.HTTP, d.conns, limitErr)
-	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.HTTP.Addr)
+	var handler switchHandler
+	handler.set(httpapi.Starting(version))
+	serveErr := make(chan error, 2)
+	srv, err := d.serveAPI(ctx, cfg, &handler, serveErr)
 	if err != nil {
 		return err
 	}
-	log.Info("kerneld listening", "addr", ln.Addr().String(), "version", version, "store", cfg.Store.Kind,
-		"agents", len(d.registry.List()))
-	conns := httpapi.NewConnLimit(httpapi.ConnLimitOptions{Max: d.conns.maxConns, MaxRefusing: d.conns.maxRefusing,
-		Logger: log.With("system", "http")})
-	d.metrics.GaugeFunc("kerneld_connections_open", "Open connections to the API, idle keep-alive ones included.",
-		func() float64 { return float64(conns.Open()) })
-	d.metrics.CounterFunc("kerneld_connections_refused_total", "Connections refused over http.max_connections.",
-		func() float64 { return float64(conns.Refused()) })
-	var handler switchHandler
-	handler.set(httpapi.Starting(version))
-	srv := d.httpServer(cfg.HTTP, conns, &handler)
-	serveErr := make(chan error, 2)
-	go func() { serveErr <- srv.Serve(conns.Listener(ln)) }()
 	servers := []*http.Server{srv}
 	if cfg.HTTP.MetricsAddr != "" {
 		msrv, err := d.serveMetrics(ctx, cfg, serveErr)
@@ -92,6 +79,29 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slo
 	handler.set(d.handler)
 	log.Info("kerneld ready")
 	return d.run(ctx, servers, serveErr, cfg.HTTP.ShutdownTimeout)
+}
+
+// serveAPI listens on http.addr and serves handler there under the
+// connection limits, which it derives from the descriptor limit.
+func (d *daemon) serveAPI(ctx context.Context, cfg Config, handler http.Handler, serveErr chan<- error) (*http.Server, error) {
+	fileLimit, limitErr := raiseFileLimit()
+	d.conns = planConnections(cfg.HTTP, fileLimit)
+	logConnectionPlan(d.log, cfg.HTTP, d.conns, limitErr)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.HTTP.Addr)
+	if err != nil {
+		return nil, err
+	}
+	d.log.Info("kerneld listening", "addr", ln.Addr().String(), "version", version, "store", cfg.Store.Kind,
+		"agents", len(d.registry.List()))
+	conns := httpapi.NewConnLimit(httpapi.ConnLimitOptions{Max: d.conns.maxConns, MaxRefusing: d.conns.maxRefusing,
+		Logger: d.log.With("system", "http")})
+	d.metrics.GaugeFunc("kerneld_connections_open", "Open connections to the API, idle keep-alive ones included.",
+		func() float64 { return float64(conns.Open()) })
+	d.metrics.CounterFunc("kerneld_connections_refused_total", "Connections refused over http.max_connections.",
+		func() float64 { return float64(conns.Refused()) })
+	srv := d.httpServer(cfg.HTTP, conns, handler)
+	go func() { serveErr <- srv.Serve(conns.Listener(ln)) }()
+	return srv, nil
 }
 
 // serveMetrics serves /metrics alone on http.metrics_addr, so that the

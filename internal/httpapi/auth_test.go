@@ -27,13 +27,15 @@ func TestHealth_Healthz(t *testing.T) {
 	}
 }
 
+// fakeMetrics stands for the Prometheus handler.
+var fakeMetrics = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	_, _ = io.WriteString(w, "kerneld_up 1\n")
+})
+
 func TestHealth_Metrics(t *testing.T) {
 	t.Run("Enabled", func(t *testing.T) {
-		metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-			_, _ = io.WriteString(w, "kerneld_up 1\n")
-		})
-		ts := newServer(t, serverOptions{api: httpapi.Options{Metrics: metrics}})
+		ts := newServer(t, serverOptions{api: httpapi.Options{Metrics: fakeMetrics}})
 		res := ts.do(t, "GET", "/metrics", "")
 		if res.status != http.StatusOK || string(res.body) != "kerneld_up 1\n" ||
 			!strings.HasPrefix(res.header.Get("Content-Type"), "text/plain") {
@@ -272,10 +274,6 @@ func TestAuth_BeforeRouting(t *testing.T) {
 // operator key reads it once any key is configured; an operator key acts
 // as no tenant.
 func TestAuth_Metrics(t *testing.T) {
-	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_, _ = io.WriteString(w, "kerneld_up 1\n")
-	})
 	tenant := []string{"Authorization", "Bearer k1"}
 	admin := []string{"Authorization", "Bearer ops"}
 	type check struct {
@@ -317,7 +315,7 @@ func TestAuth_Metrics(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.opts.Metrics = metrics
+			tt.opts.Metrics = fakeMetrics
 			ts := newServer(t, serverOptions{api: tt.opts})
 			for _, c := range tt.checks {
 				res := ts.do(t, c.method, c.path, "", c.header...)
@@ -334,10 +332,6 @@ func TestAuth_Metrics(t *testing.T) {
 // TestMetricsHandler: the listener of its own serves /metrics alone, to
 // operator keys when they are configured, never to a tenant's key.
 func TestMetricsHandler(t *testing.T) {
-	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_, _ = io.WriteString(w, "kerneld_up 1\n")
-	})
 	get := func(t *testing.T, url string, header ...string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
@@ -353,20 +347,20 @@ func TestMetricsHandler(t *testing.T) {
 		return res.StatusCode, string(b)
 	}
 	t.Run("Open", func(t *testing.T) {
-		ts := httptest.NewServer(withSpecValidation(t, httpapi.MetricsHandler(httpapi.Options{Metrics: metrics})))
+		ts := httptest.NewServer(withSpecValidation(t, httpapi.MetricsHandler(httpapi.Options{Metrics: fakeMetrics})))
 		defer ts.Close()
 		if status, body := get(t, ts.URL+"/metrics"); status != 200 || body != "kerneld_up 1\n" {
 			t.Errorf("GET /metrics = %d %q, want the metrics", status, body)
 		}
 		// Not through the spec check: the API's /sessions has no 404.
-		raw := httptest.NewServer(httpapi.MetricsHandler(httpapi.Options{Metrics: metrics}))
+		raw := httptest.NewServer(httpapi.MetricsHandler(httpapi.Options{Metrics: fakeMetrics}))
 		defer raw.Close()
 		if status, body := get(t, raw.URL+"/sessions"); status != http.StatusNotFound || !strings.Contains(body, "route_not_found") {
 			t.Errorf("GET /sessions = %d %s, want 404 route_not_found: the listener serves metrics alone", status, body)
 		}
 	})
 	t.Run("OperatorKeys", func(t *testing.T) {
-		h := httpapi.MetricsHandler(httpapi.Options{Metrics: metrics, AdminKeys: []string{"ops"},
+		h := httpapi.MetricsHandler(httpapi.Options{Metrics: fakeMetrics, AdminKeys: []string{"ops"},
 			APIKeys: map[string]string{"k1": "acme"}})
 		ts := httptest.NewServer(withSpecValidation(t, h))
 		defer ts.Close()

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 )
@@ -174,4 +175,31 @@ func (s *SSEReader) fill() error {
 		s.err = err
 	}
 	return nil
+}
+
+// JSONDecoder decodes the JSON data of one event after another. It keeps
+// one json.Decoder, whose buffers and parser state are reused from event
+// to event, where json.Unmarshal allocates them afresh for each of the
+// hundreds of events of a response. The zero value is ready to use.
+type JSONDecoder struct {
+	src bytes.Reader
+	dec *json.Decoder
+	fed int64 // bytes handed to dec so far
+}
+
+// Decode decodes data, which must be one JSON value and nothing else,
+// into v. On any trouble (malformed data, a second value) it leaves the
+// answer to json.Unmarshal, so that errors read as json.Unmarshal's, and
+// starts afresh with the next event.
+func (d *JSONDecoder) Decode(data []byte, v any) error {
+	if d.dec == nil {
+		d.dec, d.fed = json.NewDecoder(&d.src), 0
+	}
+	d.src.Reset(data)
+	d.fed += int64(len(data))
+	if err := d.dec.Decode(v); err == nil && d.dec.InputOffset() == d.fed {
+		return nil
+	}
+	d.dec = nil
+	return json.Unmarshal(data, v)
 }

@@ -2,6 +2,7 @@ package llm_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -142,4 +143,36 @@ func FuzzSSEReader(f *testing.F) {
 		require.ErrorIs(t, err, io.EOF)
 		require.Equal(t, want, got)
 	})
+}
+
+// TestJSONDecoder_Decode: events decode as json.Unmarshal decodes them,
+// errors read as its errors, and an event that fails leaves the next one
+// unharmed.
+func TestJSONDecoder_Decode(t *testing.T) {
+	type msg struct {
+		Text string `json:"text"`
+		N    int    `json:"n"`
+	}
+	events := []string{
+		`{"text":"a","n":1}`,
+		` { "text" : "b" } `,
+		`{"text":"c",`,
+		`{"n":2}`,
+		`{"text":"d"}{"text":"e"}`,
+		`{"text":"f"}`,
+		`{"n":"three"}`,
+		`{"text":"g"}`,
+	}
+	var d llm.JSONDecoder
+	for _, data := range events {
+		var want, got msg
+		wantErr := json.Unmarshal([]byte(data), &want)
+		err := d.Decode([]byte(data), &got)
+		if wantErr != nil {
+			require.EqualError(t, err, wantErr.Error(), "decoding %s", data)
+			continue
+		}
+		require.NoError(t, err, "decoding %s", data)
+		assert.Equal(t, want, got, "decoding %s", data)
+	}
 }

@@ -57,8 +57,9 @@ type reader struct {
 	tools       int                     // tool_use blocks so far: the next tool call's index
 	usage       llm.Usage
 	stopReason  string
-	stopped     bool // message_stop arrived
-	ev          event
+	stopped     bool  // message_stop arrived
+	ev          event // the event being decoded, reused
+	json        llm.JSONDecoder
 
 	toolIDs        []string       // ids of the tool calls, in order
 	thinkingBlocks []contentBlock // signed thinking, for the next request
@@ -89,7 +90,7 @@ func (r *reader) event(sse llm.SSEEvent) (bool, error) {
 		return false, nil
 	}
 	r.ev = event{}
-	if err := json.Unmarshal(sse.Data, &r.ev); err != nil {
+	if err := r.json.Decode(sse.Data, &r.ev); err != nil {
 		return false, llm.TransportError(providerName, err)
 	}
 	if r.ev.Type == "error" {

@@ -72,6 +72,7 @@ type reader struct {
 	finish      string     // the choice's finish_reason, once sent
 	usage       *llm.Usage // the latest usage seen; emitted at the end
 	c           chunk      // the chunk being decoded, reused
+	json        llm.JSONDecoder
 }
 
 func newReader(emit func(llm.Chunk) error, streamError func([]byte) error) *reader {
@@ -95,7 +96,7 @@ func (r *reader) event(ev llm.SSEEvent) (bool, error) {
 	choices := r.c.Choices[:cap(r.c.Choices)]
 	clear(choices)
 	r.c = chunk{Choices: choices[:0]}
-	if err := json.Unmarshal(data, &r.c); err != nil {
+	if err := r.json.Decode(data, &r.c); err != nil {
 		if hasError(data) {
 			return false, r.streamError(data)
 		}

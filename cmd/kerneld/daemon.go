@@ -45,6 +45,7 @@ type daemon struct {
 	streams  *httpapi.Streams
 	kernel   *kernel.Kernel
 	handler  *httpapi.Server
+	conns    connPlan
 }
 
 // serve runs kerneld until ctx ends. It listens first and answers health
@@ -55,25 +56,89 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slo
 	if err := d.loadAgents(cfg, getenv); err != nil {
 		return err
 	}
-	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.HTTP.Addr)
+	var handler switchHandler
+	handler.set(httpapi.Starting(version))
+	serveErr := make(chan error, 2)
+	srv, err := d.serveAPI(ctx, cfg, &handler, serveErr)
 	if err != nil {
 		return err
 	}
-	log.Info("kerneld listening", "addr", ln.Addr().String(), "version", version, "store", cfg.Store.Kind,
-		"agents", len(d.registry.List()))
-	var handler switchHandler
-	handler.set(httpapi.Starting(version))
-	srv := &http.Server{Handler: &handler, ReadHeaderTimeout: 10 * time.Second}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	servers := []*http.Server{srv}
+	if cfg.HTTP.MetricsAddr != "" {
+		msrv, err := d.serveMetrics(ctx, cfg, serveErr)
+		if err != nil {
+			return errors.Join(err, srv.Close())
+		}
+		servers = append(servers, msrv)
+	}
 
 	if err := d.open(ctx, cfg); err != nil {
-		return errors.Join(err, srv.Close())
+		return errors.Join(err, closeAll(servers))
 	}
 	srv.RegisterOnShutdown(d.handler.CloseStreams) // else Shutdown waits on open SSE streams
 	handler.set(d.handler)
 	log.Info("kerneld ready")
-	return d.run(ctx, srv, serveErr, cfg.HTTP.ShutdownTimeout)
+	return d.run(ctx, servers, serveErr, cfg.HTTP.ShutdownTimeout)
+}
+
+// serveAPI listens on http.addr and serves handler there under the
+// connection limits, which it derives from the descriptor limit.
+func (d *daemon) serveAPI(ctx context.Context, cfg Config, handler http.Handler, serveErr chan<- error) (*http.Server, error) {
+	fileLimit, limitErr := raiseFileLimit()
+	d.conns = planConnections(cfg.HTTP, fileLimit)
+	logConnectionPlan(d.log, cfg.HTTP, d.conns, limitErr)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.HTTP.Addr)
+	if err != nil {
+		return nil, err
+	}
+	d.log.Info("kerneld listening", "addr", ln.Addr().String(), "version", version, "store", cfg.Store.Kind,
+		"agents", len(d.registry.List()))
+	conns := httpapi.NewConnLimit(httpapi.ConnLimitOptions{Max: d.conns.maxConns, MaxRefusing: d.conns.maxRefusing,
+		Logger: d.log.With("system", "http")})
+	d.metrics.GaugeFunc("kerneld_connections_open", "Open connections to the API, idle keep-alive ones included.",
+		func() float64 { return float64(conns.Open()) })
+	d.metrics.CounterFunc("kerneld_connections_refused_total", "Connections refused over http.max_connections.",
+		func() float64 { return float64(conns.Refused()) })
+	srv := d.httpServer(cfg.HTTP, conns, handler)
+	go func() { serveErr <- srv.Serve(conns.Listener(ln)) }()
+	return srv, nil
+}
+
+// serveMetrics serves /metrics alone on http.metrics_addr, so that the
+// API's listener need not serve every tenant's counters.
+func (d *daemon) serveMetrics(ctx context.Context, cfg Config, serveErr chan<- error) (*http.Server, error) {
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.HTTP.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for metrics: %w", err)
+	}
+	d.log.Info("metrics listening", "addr", ln.Addr().String())
+	conns := httpapi.NewConnLimit(httpapi.ConnLimitOptions{Max: metricsMaxConns, MaxRefusing: metricsMaxConns / 2,
+		Logger: d.log.With("system", "http")})
+	srv := d.httpServer(cfg.HTTP, conns, httpapi.MetricsHandler(httpapi.Options{
+		Logger: d.log.With("system", "http"), AdminKeys: cfg.Auth.AdminKeys, Metrics: d.metrics.Handler(), Version: version,
+	}))
+	go func() { serveErr <- srv.Serve(conns.Listener(ln)) }()
+	return srv, nil
+}
+
+// httpServer returns a server for h with the connection limits: how long
+// a client may take over its headers, its request and between requests,
+// and how many connections it may hold.
+func (d *daemon) httpServer(c HTTPConfig, conns *httpapi.ConnLimit, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler: conns.Handler(h), ConnContext: conns.ConnContext,
+		ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout, IdleTimeout: c.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(d.log.With("system", "http").Handler(), slog.LevelWarn),
+	}
+}
+
+// closeAll closes servers at once, for a startup that failed.
+func closeAll(servers []*http.Server) error {
+	var errs []error
+	for _, srv := range servers {
+		errs = append(errs, srv.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // loadAgents reads the agent definitions.
@@ -121,9 +186,16 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	d.metrics.GaugeFunc("kerneld_streams_open", "Open SSE streams.", func() float64 { return float64(d.streams.Open()) })
 	d.metrics.GaugeFunc("kerneld_stream_buffer_bytes", "Encoded frames held for open SSE streams.",
 		func() float64 { return float64(d.streams.Buffered()) })
+	var metrics http.Handler
+	if cfg.HTTP.MetricsAddr == "" {
+		metrics = d.metrics.Handler()
+	}
 	d.handler = httpapi.New(d.kernel, d.streams, httpapi.Options{
-		Logger: d.log.With("system", "http"), APIKeys: cfg.apiKeys(), MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
-		RequestTimeout: cfg.HTTP.RequestTimeout, Metrics: d.metrics.Handler(), OpenAPI: api.OpenAPI, Version: version,
+		Logger: d.log.With("system", "http"), APIKeys: cfg.apiKeys(), AdminKeys: cfg.Auth.AdminKeys,
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, RequestTimeout: cfg.HTTP.RequestTimeout,
+		ReadTimeout: cfg.HTTP.ReadTimeout, MinBodyRate: cfg.HTTP.MinBodyRate, BodyRateGrace: cfg.HTTP.BodyRateGrace,
+		MaxStreams: d.conns.maxStreams, MaxStreamsPerTenant: cfg.HTTP.MaxStreamsPerTenant,
+		Metrics: metrics, OpenAPI: api.OpenAPI, Version: version,
 	})
 	return nil
 }
@@ -157,7 +229,7 @@ func (d *daemon) recoverError(c StoreConfig, err error) error {
 
 // run serves until ctx ends, reloading agents on SIGHUP, then shuts down
 // in order: streams and HTTP first, then runs, then the store.
-func (d *daemon) run(ctx context.Context, srv *http.Server, serveErr chan error, shutdownTimeout time.Duration) error {
+func (d *daemon) run(ctx context.Context, servers []*http.Server, serveErr chan error, shutdownTimeout time.Duration) error {
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	reloaded := make(chan struct{})
 	go func() { defer close(reloaded); d.reloadOnHangup(reloadCtx) }()
@@ -172,11 +244,14 @@ func (d *daemon) run(ctx context.Context, srv *http.Server, serveErr chan error,
 	<-reloaded
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	httpErr := srv.Shutdown(shutdownCtx) // 1. stop taking requests, end streams
+	errs := []error{err}
 	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
+		errs[0] = nil
 	}
-	return errors.Join(err, httpErr, d.close(shutdownCtx))
+	for _, srv := range servers {
+		errs = append(errs, srv.Shutdown(shutdownCtx)) // 1. stop taking requests, end streams
+	}
+	return errors.Join(append(errs, d.close(shutdownCtx))...)
 }
 
 // close stops the kernel (cancelling runs and waiting for them to record

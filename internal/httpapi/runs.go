@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/kernel"
@@ -74,9 +75,13 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	key := r.Header.Get("Idempotency-Key")
+	if !utf8.ValidString(key) {
+		return errdefs.Invalid("Idempotency-Key", "is not valid UTF-8")
+	}
 	id := r.PathValue("id")
 	run, replayed, err := s.kernel.Run(r.Context(), id, kernel.RunRequest{
-		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key,
 	})
 	if err != nil {
 		return err

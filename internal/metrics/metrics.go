@@ -85,6 +85,12 @@ func (m *Metrics) GaugeFunc(name, help string, f func() float64) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 }
 
+// CounterFunc registers a counter whose value is read at scrape time,
+// e.g. the connections refused so far.
+func (m *Metrics) CounterFunc(name, help string, f func() float64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
+}
+
 // ObserveEvents implements kernel.Observer.
 func (m *Metrics) ObserveEvents(evs []session.Event) {
 	for i := range evs {

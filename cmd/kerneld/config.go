@@ -52,8 +52,17 @@ type HTTPConfig struct {
 
 // StoreConfig picks the storage backend.
 type StoreConfig struct {
-	Kind    string `yaml:"kind"`
-	DataDir string `yaml:"data_dir"`
+	Kind    string      `yaml:"kind"`
+	DataDir string      `yaml:"data_dir"`
+	Redis   RedisConfig `yaml:"redis"`
+}
+
+// RedisConfig configures the redis store, which several replicas share.
+type RedisConfig struct {
+	URL      string        `yaml:"url"`       // redis://[user:password@]host:port/db
+	Prefix   string        `yaml:"prefix"`    // starts every key; default "kerneld:"
+	LeaseTTL time.Duration `yaml:"lease_ttl"` // how long a dead replica's sessions wait to be taken over
+	Replica  string        `yaml:"replica"`   // this replica's name; default host-pid-random
 }
 
 // LogConfig configures the logger.
@@ -97,7 +106,7 @@ func DefaultConfig() Config {
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
 			MinBodyRate: 1024, BodyRateGrace: 5 * time.Second, MaxStreamsPerTenant: 1000,
 		},
-		Store:     StoreConfig{Kind: "sqlite", DataDir: "./data"},
+		Store:     StoreConfig{Kind: "sqlite", DataDir: "./data", Redis: RedisConfig{LeaseTTL: 10 * time.Second}},
 		AgentsDir: "configs/agents",
 		Log:       LogConfig{Format: "text", Level: "info"},
 		Sessions: SessionsConfig{
@@ -111,6 +120,7 @@ func DefaultConfig() Config {
 // flagValues are the command-line flags; each has a KERNELD_* twin.
 type flagValues struct {
 	config, addr, metricsAddr, agentsDir, store, dataDir, logFormat string
+	redisURL, replica                                               string
 	version                                                         bool
 }
 
@@ -124,7 +134,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 	fs.StringVar(&f.addr, "addr", getenv("KERNELD_ADDR"), "listen address, default 127.0.0.1:8080 (KERNELD_ADDR)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", getenv("KERNELD_METRICS_ADDR"), "serve /metrics on this address instead of --addr (KERNELD_METRICS_ADDR)")
 	fs.StringVar(&f.agentsDir, "agents-dir", getenv("KERNELD_AGENTS_DIR"), "agent definitions, default configs/agents (KERNELD_AGENTS_DIR)")
-	fs.StringVar(&f.store, "store", getenv("KERNELD_STORE"), "storage backend: sqlite (default) or memory (KERNELD_STORE)")
+	fs.StringVar(&f.store, "store", getenv("KERNELD_STORE"), "storage backend: sqlite (default), memory or redis (KERNELD_STORE)")
+	fs.StringVar(&f.redisURL, "redis-url", getenv("KERNELD_REDIS_URL"), "the Redis server of --store redis, redis://host:port/db (KERNELD_REDIS_URL)")
+	fs.StringVar(&f.replica, "replica", getenv("KERNELD_REPLICA"), "this replica's name with --store redis, default host-pid-random (KERNELD_REPLICA)")
 	fs.StringVar(&f.dataDir, "data-dir", getenv("KERNELD_DATA_DIR"), "data directory, default ./data (KERNELD_DATA_DIR)")
 	fs.StringVar(&f.logFormat, "log-format", getenv("KERNELD_LOG_FORMAT"), "log format: text or json (KERNELD_LOG_FORMAT)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
@@ -156,6 +168,8 @@ func loadConfig(f flagValues, getenv func(string) string) (Config, error) {
 	override(&cfg.AgentsDir, f.agentsDir)
 	override(&cfg.Store.Kind, f.store)
 	override(&cfg.Store.DataDir, f.dataDir)
+	override(&cfg.Store.Redis.URL, f.redisURL)
+	override(&cfg.Store.Redis.Replica, f.replica)
 	override(&cfg.Log.Format, f.logFormat)
 	if err := cfg.applyEnvTwins(getenv); err != nil {
 		return cfg, err
@@ -172,7 +186,7 @@ func loadConfig(f flagValues, getenv func(string) string) (Config, error) {
 // envTwin is a config key that a KERNELD_* variable sets, with no flag.
 type envTwin struct {
 	env, key string
-	dst      any // *time.Duration, *int or *int64
+	dst      any // *time.Duration, *int, *int64 or *string
 }
 
 // envTwins lists the keys set from the environment alone.
@@ -187,6 +201,8 @@ func (c *Config) envTwins() []envTwin {
 		{"KERNELD_MAX_CONNECTIONS", "http.max_connections", &h.MaxConnections},
 		{"KERNELD_MAX_STREAMS", "http.max_streams", &h.MaxStreams},
 		{"KERNELD_MAX_STREAMS_PER_TENANT", "http.max_streams_per_tenant", &h.MaxStreamsPerTenant},
+		{"KERNELD_REDIS_PREFIX", "store.redis.prefix", &c.Store.Redis.Prefix},
+		{"KERNELD_LEASE_TTL", "store.redis.lease_ttl", &c.Store.Redis.LeaseTTL},
 	}
 }
 
@@ -213,6 +229,8 @@ func setFromString(dst any, v string) error {
 		*p, err = strconv.Atoi(v)
 	case *int64:
 		*p, err = strconv.ParseInt(v, 10, 64)
+	case *string:
+		*p = v
 	default:
 		err = fmt.Errorf("unsupported type %T", dst)
 	}
@@ -282,9 +300,7 @@ func expandEnv(b []byte, getenv func(string) string) []byte {
 // Validate checks the configuration as a whole.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Store.Kind != "memory" && c.Store.Kind != "sqlite" {
-		errs = append(errs, fmt.Errorf("store.kind: unknown store %q (known: sqlite, memory)", c.Store.Kind))
-	}
+	errs = append(errs, c.Store.check())
 	if c.Sessions.TTL < 0 || c.Sessions.DeleteAfter <= 0 || c.Sessions.SweepInterval <= 0 {
 		errs = append(errs, errors.New("sessions: ttl must not be negative; delete_after and sweep_interval must be positive"))
 	}
@@ -300,6 +316,19 @@ func (c Config) Validate() error {
 	errs = append(errs, c.HTTP.checkLimits())
 	errs = append(errs, c.Auth.check())
 	return errors.Join(errs...)
+}
+
+// check checks the store's settings.
+func (c StoreConfig) check() error {
+	switch {
+	case c.Kind == "redis" && c.Redis.URL == "":
+		return errors.New("store.redis.url: --store redis needs a server (--redis-url or KERNELD_REDIS_URL)")
+	case c.Kind == "redis" && c.Redis.LeaseTTL < time.Second:
+		return errors.New("store.redis.lease_ttl: must be at least 1s")
+	case c.Kind != "memory" && c.Kind != "sqlite" && c.Kind != "redis":
+		return fmt.Errorf("store.kind: unknown store %q (known: sqlite, memory, redis)", c.Kind)
+	}
+	return nil
 }
 
 // checkLimits checks the connection limits: timeouts positive, the rest

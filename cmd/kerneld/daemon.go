@@ -24,6 +24,7 @@ import (
 	"github.com/kerneld/kerneld/internal/llm/scripted"
 	"github.com/kerneld/kerneld/internal/metrics"
 	"github.com/kerneld/kerneld/internal/store/memory"
+	"github.com/kerneld/kerneld/internal/store/redis"
 	"github.com/kerneld/kerneld/internal/store/sqlite"
 	"github.com/kerneld/kerneld/internal/tools"
 	"github.com/kerneld/kerneld/internal/tools/mcp"
@@ -46,6 +47,7 @@ type daemon struct {
 	kernel   *kernel.Kernel
 	handler  *httpapi.Server
 	conns    connPlan
+	repl     *replication // with the redis store
 }
 
 // serve runs kerneld until ctx ends. It listens first and answers health
@@ -168,13 +170,23 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	}
 	d.db = db
 	d.streams = httpapi.NewStreams(d.log.With("system", "http"), httpapi.StreamOptions{Heartbeat: cfg.HTTP.Heartbeat})
+	var repl kernel.Replication
+	if rdb, ok := db.(*redis.Store); ok {
+		if d.repl, err = replicate(ctx, rdb, d.streams, d.log.With("system", "store")); err != nil {
+			return errors.Join(err, d.close(ctx))
+		}
+		repl = d.repl.config(cfg.Store.Redis)
+	}
 	d.kernel, err = kernel.New(kernel.Config{
 		Agents: d.registry, Tools: d.tools, Store: d.metrics.Store(db),
-		Limits: cfg.limits(), Retention: cfg.retention(),
+		Limits: cfg.limits(), Retention: cfg.retention(), Replication: repl,
 		Observers: []kernel.Observer{d.streams, d.metrics, kernel.LogObserver{Log: d.log.With("system", "kernel")}},
 		Logger:    d.log.With("system", "kernel"),
 		MCP:       mcp.Options{Logger: d.log}, // it adds system=mcp
 	})
+	if err == nil && d.repl != nil {
+		d.repl.start(d.kernel)
+	}
 	if err == nil {
 		if _, err = d.kernel.Recover(ctx); err != nil {
 			err = d.recoverError(cfg.Store, err)
@@ -183,6 +195,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return errors.Join(err, d.close(ctx))
 	}
+	d.measureOwnership()
 	d.metrics.GaugeFunc("kerneld_streams_open", "Open SSE streams.", func() float64 { return float64(d.streams.Open()) })
 	d.metrics.GaugeFunc("kerneld_stream_buffer_bytes", "Encoded frames held for open SSE streams.",
 		func() float64 { return float64(d.streams.Buffered()) })
@@ -200,11 +213,35 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	return nil
 }
 
+// measureOwnership exposes what this replica owns: the runs it executes,
+// the leases it holds, the sessions it took over and the appends refused
+// because a lease was lost.
+func (d *daemon) measureOwnership() {
+	stat := func(f func(kernel.Stats) float64) func() float64 {
+		return func() float64 { return f(d.kernel.Stats()) }
+	}
+	d.metrics.GaugeFunc("kerneld_runs_active", "Runs this replica is executing or holding for an approval.",
+		stat(func(s kernel.Stats) float64 { return float64(s.ActiveRuns) }))
+	d.metrics.GaugeFunc("kerneld_leases_held", "Sessions whose lease this replica holds.",
+		stat(func(s kernel.Stats) float64 { return float64(s.Leases) }))
+	d.metrics.CounterFunc("kerneld_takeovers_total", "Sessions this replica took over from one that stopped.",
+		stat(func(s kernel.Stats) float64 { return float64(s.TakeOvers) }))
+	d.metrics.CounterFunc("kerneld_fenced_writes_total", "Appends the store refused because this replica's lease was lost.",
+		stat(func(s kernel.Stats) float64 { return float64(s.Fenced) }))
+}
+
 // openStore opens the configured backend. sqlite.Open names the database
 // file in every error it returns.
 func openStore(ctx context.Context, c StoreConfig, log *slog.Logger) (store, error) {
-	if c.Kind == "memory" {
+	switch c.Kind {
+	case "memory":
 		return memory.New(), nil
+	case "redis":
+		db, err := redis.Open(ctx, redis.Options{URL: c.Redis.URL, Prefix: c.Redis.Prefix, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		return db, nil
 	}
 	db, err := sqlite.Open(ctx, sqlite.Options{Path: databasePath(c), Logger: log})
 	if err != nil {
@@ -259,10 +296,13 @@ func (d *daemon) run(ctx context.Context, servers []*http.Server, serveErr chan 
 func (d *daemon) close(ctx context.Context) error {
 	var errs []error
 	if d.kernel != nil {
-		errs = append(errs, d.kernel.Close(ctx)) // 2. runs record their end
+		errs = append(errs, d.kernel.Close(ctx)) // 2. runs record their end; leases are released
 	}
 	if d.streams != nil {
 		d.streams.Close()
+	}
+	if d.repl != nil {
+		errs = append(errs, d.repl.close()) // no more signals or tails
 	}
 	if d.db != nil {
 		errs = append(errs, d.db.Close()) // 3. nothing writes any more

@@ -10,8 +10,12 @@ import (
 	"github.com/kerneld/kerneld/internal/session"
 )
 
-// interruptedMessage is the RUN_ERROR message of a run the process died under.
-const interruptedMessage = "the run was interrupted: kerneld stopped while it was running"
+// The RUN_ERROR messages of runs ended by recovery: one the process died
+// under, and one whose events the store stopped taking.
+const (
+	interruptedMessage = "the run was interrupted: kerneld stopped while it was running"
+	storeFailedMessage = "the run was interrupted: the store failed while it was running"
+)
 
 // Recover resolves the runs a crash or kill left running, in every session
 // no live replica holds. Each is finished from its own events: whatever it
@@ -100,7 +104,7 @@ func (k *Kernel) recoverRunning(ctx context.Context, h *held) (int, error) {
 		if ar := h.current(); ar != nil && ar.run.ID == r.ID {
 			continue // started by this replica, just now
 		}
-		err := k.recoverRun(ctx, h.token, r)
+		err := k.recoverRun(ctx, h.token, r, interruptedMessage)
 		if errors.Is(err, errdefs.ErrNotFound) {
 			continue // its session is gone
 		}
@@ -137,8 +141,9 @@ func (k *Kernel) freeSession(ctx context.Context, id string) error {
 	})
 }
 
-// recoverRun finishes one run left running, under the lease token.
-func (k *Kernel) recoverRun(ctx context.Context, token int64, r session.Run) error {
+// recoverRun finishes one run left running, under the lease token; if it
+// has to end the run, message says why.
+func (k *Kernel) recoverRun(ctx context.Context, token int64, r session.Run, message string) error {
 	evs, err := k.runEvents(ctx, r)
 	if err != nil {
 		return err
@@ -149,7 +154,7 @@ func (k *Kernel) recoverRun(ctx context.Context, token int64, r session.Run) err
 		return err
 	}
 	end := ending{sessionState: session.StateError, runState: session.RunInterrupted,
-		runErr: &session.RunError{Code: session.ErrorCodeInterrupted, Message: interruptedMessage}}
+		runErr: &session.RunError{Code: session.ErrorCodeInterrupted, Message: message}}
 	if last := rp.terminal; last != nil {
 		end = endingOf(last) // it ended in the log; only its records are behind
 	} else if len(evs) > 0 {

@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: build run test test-integration lint lint-api bench loadtest golden check agui mcp testdeps docker clean
+.PHONY: build run cluster test test-integration lint lint-api bench loadtest golden check agui mcp testdeps docker clean
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kerneld ./cmd/kerneld
@@ -88,8 +88,13 @@ check: testdeps
 	go vet ./...
 	go test -race -count=1 ./...
 
+# cluster runs one Redis and three replicas on loopback (deploy/cluster.sh),
+# the topology of deploy/compose.yaml without Docker.
+cluster: build
+	deploy/cluster.sh
+
 docker:
-	docker build --build-arg VERSION=$(VERSION) -t kerneld:$(VERSION) .
+	docker build --build-arg VERSION=$(VERSION) -t kerneld:$(VERSION) -t kerneld:latest .
 
 clean:
 	rm -rf bin data

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,16 +33,36 @@ type Config struct {
 // HTTPConfig configures the listener and the API.
 type HTTPConfig struct {
 	Addr            string        `yaml:"addr"`
+	MetricsAddr     string        `yaml:"metrics_addr"` // serve /metrics here, not on Addr
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	RequestTimeout  time.Duration `yaml:"request_timeout"`
 	MaxBodyBytes    int64         `yaml:"max_body_bytes"`
 	Heartbeat       time.Duration `yaml:"heartbeat"`
+
+	// Connection hygiene: what a client may hold, and for how long.
+	ReadHeaderTimeout   time.Duration `yaml:"read_header_timeout"`    // the request line and headers
+	ReadTimeout         time.Duration `yaml:"read_timeout"`           // the whole request, body included
+	IdleTimeout         time.Duration `yaml:"idle_timeout"`           // a keep-alive connection between requests
+	MinBodyRate         int64         `yaml:"min_body_rate"`          // bytes/s a body must keep up after the grace; 0: none
+	BodyRateGrace       time.Duration `yaml:"body_rate_grace"`        // before min_body_rate applies
+	MaxConnections      int           `yaml:"max_connections"`        // 0: the descriptor limit less headroom
+	MaxStreams          int           `yaml:"max_streams"`            // open event streams in all; 0: half of max_connections
+	MaxStreamsPerTenant int           `yaml:"max_streams_per_tenant"` // open event streams of one tenant; 0: no cap
 }
 
 // StoreConfig picks the storage backend.
 type StoreConfig struct {
-	Kind    string `yaml:"kind"`
-	DataDir string `yaml:"data_dir"`
+	Kind    string      `yaml:"kind"`
+	DataDir string      `yaml:"data_dir"`
+	Redis   RedisConfig `yaml:"redis"`
+}
+
+// RedisConfig configures the redis store, which several replicas share.
+type RedisConfig struct {
+	URL      string        `yaml:"url"`       // redis://[user:password@]host:port/db
+	Prefix   string        `yaml:"prefix"`    // starts every key; default "kerneld:"
+	LeaseTTL time.Duration `yaml:"lease_ttl"` // how long a dead replica's sessions wait to be taken over
+	Replica  string        `yaml:"replica"`   // this replica's name; default host-pid-random
 }
 
 // LogConfig configures the logger.
@@ -49,9 +71,11 @@ type LogConfig struct {
 	Level  string `yaml:"level"`  // debug | info | warn | error
 }
 
-// AuthConfig lists the API keys; none means no authentication.
+// AuthConfig lists the API keys; none means no authentication. Admin
+// keys are the operators': they read /metrics and act as no tenant.
 type AuthConfig struct {
-	APIKeys []APIKey `yaml:"api_keys"`
+	APIKeys   []APIKey `yaml:"api_keys"`
+	AdminKeys []string `yaml:"admin_keys"`
 }
 
 // APIKey is one bearer token and the tenant it acts as.
@@ -79,8 +103,10 @@ func DefaultConfig() Config {
 		HTTP: HTTPConfig{
 			Addr: "127.0.0.1:8080", ShutdownTimeout: 10 * time.Second, RequestTimeout: 30 * time.Second,
 			MaxBodyBytes: 1 << 20, Heartbeat: 15 * time.Second,
+			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
+			MinBodyRate: 1024, BodyRateGrace: 5 * time.Second, MaxStreamsPerTenant: 1000,
 		},
-		Store:     StoreConfig{Kind: "sqlite", DataDir: "./data"},
+		Store:     StoreConfig{Kind: "sqlite", DataDir: "./data", Redis: RedisConfig{LeaseTTL: 10 * time.Second}},
 		AgentsDir: "configs/agents",
 		Log:       LogConfig{Format: "text", Level: "info"},
 		Sessions: SessionsConfig{
@@ -93,8 +119,9 @@ func DefaultConfig() Config {
 
 // flagValues are the command-line flags; each has a KERNELD_* twin.
 type flagValues struct {
-	config, addr, agentsDir, store, dataDir, logFormat string
-	version                                            bool
+	config, addr, metricsAddr, agentsDir, store, dataDir, logFormat string
+	redisURL, replica                                               string
+	version                                                         bool
 }
 
 // parseFlags parses args. A flag left unset falls back to its environment
@@ -105,8 +132,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", envOr(getenv, "KERNELD_CONFIG", "configs/kerneld.yaml"), "config file (KERNELD_CONFIG)")
 	fs.StringVar(&f.addr, "addr", getenv("KERNELD_ADDR"), "listen address, default 127.0.0.1:8080 (KERNELD_ADDR)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", getenv("KERNELD_METRICS_ADDR"), "serve /metrics on this address instead of --addr (KERNELD_METRICS_ADDR)")
 	fs.StringVar(&f.agentsDir, "agents-dir", getenv("KERNELD_AGENTS_DIR"), "agent definitions, default configs/agents (KERNELD_AGENTS_DIR)")
-	fs.StringVar(&f.store, "store", getenv("KERNELD_STORE"), "storage backend: sqlite (default) or memory (KERNELD_STORE)")
+	fs.StringVar(&f.store, "store", getenv("KERNELD_STORE"), "storage backend: sqlite (default), memory or redis (KERNELD_STORE)")
+	fs.StringVar(&f.redisURL, "redis-url", getenv("KERNELD_REDIS_URL"), "the Redis server of --store redis, redis://host:port/db (KERNELD_REDIS_URL)")
+	fs.StringVar(&f.replica, "replica", getenv("KERNELD_REPLICA"), "this replica's name with --store redis, default host-pid-random (KERNELD_REPLICA)")
 	fs.StringVar(&f.dataDir, "data-dir", getenv("KERNELD_DATA_DIR"), "data directory, default ./data (KERNELD_DATA_DIR)")
 	fs.StringVar(&f.logFormat, "log-format", getenv("KERNELD_LOG_FORMAT"), "log format: text or json (KERNELD_LOG_FORMAT)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
@@ -134,25 +164,87 @@ func loadConfig(f flagValues, getenv func(string) string) (Config, error) {
 		return cfg, err
 	}
 	override(&cfg.HTTP.Addr, f.addr)
+	override(&cfg.HTTP.MetricsAddr, f.metricsAddr)
 	override(&cfg.AgentsDir, f.agentsDir)
 	override(&cfg.Store.Kind, f.store)
 	override(&cfg.Store.DataDir, f.dataDir)
+	override(&cfg.Store.Redis.URL, f.redisURL)
+	override(&cfg.Store.Redis.Replica, f.replica)
 	override(&cfg.Log.Format, f.logFormat)
+	if err := cfg.applyEnvTwins(getenv); err != nil {
+		return cfg, err
+	}
 	if v := getenv("KERNELD_API_KEYS"); v != "" {
 		cfg.Auth.APIKeys = append(cfg.Auth.APIKeys, parseAPIKeys(v)...)
 	}
+	if v := getenv("KERNELD_ADMIN_KEYS"); v != "" {
+		cfg.Auth.AdminKeys = append(cfg.Auth.AdminKeys, splitList(v)...)
+	}
 	return cfg, cfg.Validate()
+}
+
+// envTwin is a config key that a KERNELD_* variable sets, with no flag.
+type envTwin struct {
+	env, key string
+	dst      any // *time.Duration, *int, *int64 or *string
+}
+
+// envTwins lists the keys set from the environment alone.
+func (c *Config) envTwins() []envTwin {
+	h := &c.HTTP
+	return []envTwin{
+		{"KERNELD_READ_HEADER_TIMEOUT", "http.read_header_timeout", &h.ReadHeaderTimeout},
+		{"KERNELD_READ_TIMEOUT", "http.read_timeout", &h.ReadTimeout},
+		{"KERNELD_IDLE_TIMEOUT", "http.idle_timeout", &h.IdleTimeout},
+		{"KERNELD_MIN_BODY_RATE", "http.min_body_rate", &h.MinBodyRate},
+		{"KERNELD_BODY_RATE_GRACE", "http.body_rate_grace", &h.BodyRateGrace},
+		{"KERNELD_MAX_CONNECTIONS", "http.max_connections", &h.MaxConnections},
+		{"KERNELD_MAX_STREAMS", "http.max_streams", &h.MaxStreams},
+		{"KERNELD_MAX_STREAMS_PER_TENANT", "http.max_streams_per_tenant", &h.MaxStreamsPerTenant},
+		{"KERNELD_REDIS_PREFIX", "store.redis.prefix", &c.Store.Redis.Prefix},
+		{"KERNELD_LEASE_TTL", "store.redis.lease_ttl", &c.Store.Redis.LeaseTTL},
+	}
+}
+
+// applyEnvTwins sets every key whose variable is set, over the file.
+func (c *Config) applyEnvTwins(getenv func(string) string) error {
+	var errs []error
+	for _, tw := range c.envTwins() {
+		if v := getenv(tw.env); v != "" {
+			if err := setFromString(tw.dst, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s (%s): %w", tw.env, tw.key, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setFromString parses v into *dst.
+func setFromString(dst any, v string) error {
+	var err error
+	switch p := dst.(type) {
+	case *time.Duration:
+		*p, err = time.ParseDuration(v)
+	case *int:
+		*p, err = strconv.Atoi(v)
+	case *int64:
+		*p, err = strconv.ParseInt(v, 10, 64)
+	case *string:
+		*p = v
+	default:
+		err = fmt.Errorf("unsupported type %T", dst)
+	}
+	if ne, ok := errors.AsType[*strconv.NumError](err); ok {
+		err = fmt.Errorf("%q is not an integer", ne.Num)
+	}
+	return err
 }
 
 // parseAPIKeys reads KERNELD_API_KEYS: comma-separated "key" or
 // "key:tenant" entries; a key without a tenant acts as tenant "default".
 func parseAPIKeys(v string) []APIKey {
 	var keys []APIKey
-	for _, entry := range strings.Split(v, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
+	for _, entry := range splitList(v) {
 		key, tenant, ok := strings.Cut(entry, ":")
 		if !ok {
 			tenant = "default"
@@ -160,6 +252,17 @@ func parseAPIKeys(v string) []APIKey {
 		keys = append(keys, APIKey{Key: key, Tenant: tenant})
 	}
 	return keys
+}
+
+// splitList splits a comma-separated list, dropping empty entries.
+func splitList(v string) []string {
+	var out []string
+	for _, entry := range strings.Split(v, ",") {
+		if entry = strings.TrimSpace(entry); entry != "" {
+			out = append(out, entry)
+		}
+	}
+	return out
 }
 
 func override(dst *string, v string) {
@@ -197,9 +300,7 @@ func expandEnv(b []byte, getenv func(string) string) []byte {
 // Validate checks the configuration as a whole.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Store.Kind != "memory" && c.Store.Kind != "sqlite" {
-		errs = append(errs, fmt.Errorf("store.kind: unknown store %q (known: sqlite, memory)", c.Store.Kind))
-	}
+	errs = append(errs, c.Store.check())
 	if c.Sessions.TTL < 0 || c.Sessions.DeleteAfter <= 0 || c.Sessions.SweepInterval <= 0 {
 		errs = append(errs, errors.New("sessions: ttl must not be negative; delete_after and sweep_interval must be positive"))
 	}
@@ -212,29 +313,123 @@ func (c Config) Validate() error {
 	if c.HTTP.ShutdownTimeout <= 0 || c.HTTP.RequestTimeout <= 0 || c.HTTP.Heartbeat <= 0 {
 		errs = append(errs, errors.New("http: shutdown_timeout, request_timeout and heartbeat must be positive"))
 	}
-	for i, k := range c.Auth.APIKeys {
-		if k.Key == "" || k.Tenant == "" {
-			errs = append(errs, fmt.Errorf("auth.api_keys[%d]: key and tenant are required (is its ${VAR} set?)", i))
-		}
+	errs = append(errs, c.HTTP.checkLimits())
+	errs = append(errs, c.Auth.check())
+	return errors.Join(errs...)
+}
+
+// check checks the store's settings.
+func (c StoreConfig) check() error {
+	switch {
+	case c.Kind == "redis" && c.Redis.URL == "":
+		return errors.New("store.redis.url: --store redis needs a server (--redis-url or KERNELD_REDIS_URL)")
+	case c.Kind == "redis" && c.Redis.LeaseTTL < time.Second:
+		return errors.New("store.redis.lease_ttl: must be at least 1s")
+	case c.Kind != "memory" && c.Kind != "sqlite" && c.Kind != "redis":
+		return fmt.Errorf("store.kind: unknown store %q (known: sqlite, memory, redis)", c.Kind)
 	}
-	if len(c.Auth.APIKeys) == 0 && !isLoopback(c.HTTP.Addr) {
-		errs = append(errs, fmt.Errorf("http.addr: refusing to listen on %s without auth.api_keys; "+
-			"configure API keys or listen on 127.0.0.1", c.HTTP.Addr))
+	return nil
+}
+
+// checkLimits checks the connection limits: timeouts positive, the rest
+// not negative (0 means the default or no limit, as documented).
+func (h HTTPConfig) checkLimits() error {
+	var errs []error
+	if h.ReadHeaderTimeout <= 0 || h.ReadTimeout <= 0 || h.IdleTimeout <= 0 {
+		errs = append(errs, errors.New("http: read_header_timeout, read_timeout and idle_timeout must be positive"))
+	}
+	if h.MinBodyRate < 0 || h.BodyRateGrace < 0 || h.MaxConnections < 0 || h.MaxStreams < 0 || h.MaxStreamsPerTenant < 0 {
+		errs = append(errs, errors.New("http: min_body_rate, body_rate_grace, max_connections, max_streams "+
+			"and max_streams_per_tenant must not be negative"))
 	}
 	return errors.Join(errs...)
 }
 
-// isLoopback reports whether addr binds only a loopback interface.
-func isLoopback(addr string) bool {
+// check refuses keys that are empty (an unset ${VAR}) or listed twice: a
+// key in two places would act as whichever came last, silently.
+func (a AuthConfig) check() error {
+	var errs []error
+	seen := make(map[string]string) // key → where it was first listed
+	note := func(key, where string) {
+		if first, dup := seen[key]; dup {
+			errs = append(errs, fmt.Errorf("%s: key %s is also %s; every key must be listed once", where, redact(key), first))
+			return
+		}
+		seen[key] = where
+	}
+	for i, k := range a.APIKeys {
+		where := fmt.Sprintf("auth.api_keys[%d]", i)
+		if k.Key == "" || k.Tenant == "" {
+			errs = append(errs, fmt.Errorf("%s: key and tenant are required (is its ${VAR} set?)", where))
+			continue
+		}
+		note(k.Key, where)
+	}
+	for i, k := range a.AdminKeys {
+		where := fmt.Sprintf("auth.admin_keys[%d]", i)
+		if k == "" {
+			errs = append(errs, fmt.Errorf("%s: empty key (is its ${VAR} set?)", where))
+			continue
+		}
+		note(k, where)
+	}
+	return errors.Join(errs...)
+}
+
+// redact shows enough of a key to find it in the config, never the key:
+// at most its first four characters, fewer for a short key.
+func redact(key string) string {
+	n := min(4, len(key)/4)
+	return fmt.Sprintf("%q… (%d characters)", key[:n], len(key))
+}
+
+// checkBinds refuses to serve without keys on an address other machines
+// can reach: http.addr without API keys, http.metrics_addr without
+// operator keys. A host name is resolved with lookup, and every address
+// it resolves to must be loopback: "localhost" is trusted for what it
+// resolves to, not for its name.
+func (c Config) checkBinds(ctx context.Context, lookup func(ctx context.Context, host string) ([]string, error)) error {
+	var errs []error
+	if len(c.Auth.APIKeys) == 0 {
+		if err := checkLoopback(ctx, c.HTTP.Addr, lookup); err != nil {
+			errs = append(errs, fmt.Errorf("http.addr: refusing to listen on %s without auth.api_keys: %w; "+
+				"configure API keys or listen on 127.0.0.1", c.HTTP.Addr, err))
+		}
+	}
+	if c.HTTP.MetricsAddr != "" && len(c.Auth.AdminKeys) == 0 {
+		if err := checkLoopback(ctx, c.HTTP.MetricsAddr, lookup); err != nil {
+			errs = append(errs, fmt.Errorf("http.metrics_addr: refusing to serve metrics on %s without auth.admin_keys: %w; "+
+				"configure operator keys or listen on 127.0.0.1", c.HTTP.MetricsAddr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkLoopback says why addr would bind more than loopback interfaces,
+// or returns nil.
+func checkLoopback(ctx context.Context, addr string, lookup func(ctx context.Context, host string) ([]string, error)) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return false
+		return err
 	}
-	if strings.EqualFold(host, "localhost") {
-		return true
+	if host == "" {
+		return errors.New("it is every interface")
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	addrs := []string{host}
+	if net.ParseIP(host) == nil {
+		if addrs, err = lookup(ctx, host); err != nil {
+			return fmt.Errorf("resolve %s: %w", host, err)
+		}
+	}
+	if len(addrs) == 0 {
+		return fmt.Errorf("%s resolves to no address", host)
+	}
+	for _, a := range addrs {
+		if ip := net.ParseIP(a); ip == nil || !ip.IsLoopback() {
+			return fmt.Errorf("%s is not a loopback address", a)
+		}
+	}
+	return nil
 }
 
 // apiKeys returns the configured keys as token → tenant.

@@ -24,6 +24,7 @@ import (
 	"github.com/kerneld/kerneld/internal/llm/scripted"
 	"github.com/kerneld/kerneld/internal/metrics"
 	"github.com/kerneld/kerneld/internal/store/memory"
+	"github.com/kerneld/kerneld/internal/store/redis"
 	"github.com/kerneld/kerneld/internal/store/sqlite"
 	"github.com/kerneld/kerneld/internal/tools"
 	"github.com/kerneld/kerneld/internal/tools/mcp"
@@ -45,6 +46,8 @@ type daemon struct {
 	streams  *httpapi.Streams
 	kernel   *kernel.Kernel
 	handler  *httpapi.Server
+	conns    connPlan
+	repl     *replication // with the redis store
 }
 
 // serve runs kerneld until ctx ends. It listens first and answers health
@@ -55,25 +58,89 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slo
 	if err := d.loadAgents(cfg, getenv); err != nil {
 		return err
 	}
-	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.HTTP.Addr)
+	var handler switchHandler
+	handler.set(httpapi.Starting(version))
+	serveErr := make(chan error, 2)
+	srv, err := d.serveAPI(ctx, cfg, &handler, serveErr)
 	if err != nil {
 		return err
 	}
-	log.Info("kerneld listening", "addr", ln.Addr().String(), "version", version, "store", cfg.Store.Kind,
-		"agents", len(d.registry.List()))
-	var handler switchHandler
-	handler.set(httpapi.Starting(version))
-	srv := &http.Server{Handler: &handler, ReadHeaderTimeout: 10 * time.Second}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	servers := []*http.Server{srv}
+	if cfg.HTTP.MetricsAddr != "" {
+		msrv, err := d.serveMetrics(ctx, cfg, serveErr)
+		if err != nil {
+			return errors.Join(err, srv.Close())
+		}
+		servers = append(servers, msrv)
+	}
 
 	if err := d.open(ctx, cfg); err != nil {
-		return errors.Join(err, srv.Close())
+		return errors.Join(err, closeAll(servers))
 	}
 	srv.RegisterOnShutdown(d.handler.CloseStreams) // else Shutdown waits on open SSE streams
 	handler.set(d.handler)
 	log.Info("kerneld ready")
-	return d.run(ctx, srv, serveErr, cfg.HTTP.ShutdownTimeout)
+	return d.run(ctx, servers, serveErr, cfg.HTTP.ShutdownTimeout)
+}
+
+// serveAPI listens on http.addr and serves handler there under the
+// connection limits, which it derives from the descriptor limit.
+func (d *daemon) serveAPI(ctx context.Context, cfg Config, handler http.Handler, serveErr chan<- error) (*http.Server, error) {
+	fileLimit, limitErr := raiseFileLimit()
+	d.conns = planConnections(cfg.HTTP, fileLimit)
+	logConnectionPlan(d.log, cfg.HTTP, d.conns, limitErr)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.HTTP.Addr)
+	if err != nil {
+		return nil, err
+	}
+	d.log.Info("kerneld listening", "addr", ln.Addr().String(), "version", version, "store", cfg.Store.Kind,
+		"agents", len(d.registry.List()))
+	conns := httpapi.NewConnLimit(httpapi.ConnLimitOptions{Max: d.conns.maxConns, MaxRefusing: d.conns.maxRefusing,
+		Logger: d.log.With("system", "http")})
+	d.metrics.GaugeFunc("kerneld_connections_open", "Open connections to the API, idle keep-alive ones included.",
+		func() float64 { return float64(conns.Open()) })
+	d.metrics.CounterFunc("kerneld_connections_refused_total", "Connections refused over http.max_connections.",
+		func() float64 { return float64(conns.Refused()) })
+	srv := d.httpServer(cfg.HTTP, conns, handler)
+	go func() { serveErr <- srv.Serve(conns.Listener(ln)) }()
+	return srv, nil
+}
+
+// serveMetrics serves /metrics alone on http.metrics_addr, so that the
+// API's listener need not serve every tenant's counters.
+func (d *daemon) serveMetrics(ctx context.Context, cfg Config, serveErr chan<- error) (*http.Server, error) {
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.HTTP.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for metrics: %w", err)
+	}
+	d.log.Info("metrics listening", "addr", ln.Addr().String())
+	conns := httpapi.NewConnLimit(httpapi.ConnLimitOptions{Max: metricsMaxConns, MaxRefusing: metricsMaxConns / 2,
+		Logger: d.log.With("system", "http")})
+	srv := d.httpServer(cfg.HTTP, conns, httpapi.MetricsHandler(httpapi.Options{
+		Logger: d.log.With("system", "http"), AdminKeys: cfg.Auth.AdminKeys, Metrics: d.metrics.Handler(), Version: version,
+	}))
+	go func() { serveErr <- srv.Serve(conns.Listener(ln)) }()
+	return srv, nil
+}
+
+// httpServer returns a server for h with the connection limits: how long
+// a client may take over its headers, its request and between requests,
+// and how many connections it may hold.
+func (d *daemon) httpServer(c HTTPConfig, conns *httpapi.ConnLimit, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler: conns.Handler(h), ConnContext: conns.ConnContext,
+		ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout, IdleTimeout: c.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(d.log.With("system", "http").Handler(), slog.LevelWarn),
+	}
+}
+
+// closeAll closes servers at once, for a startup that failed.
+func closeAll(servers []*http.Server) error {
+	var errs []error
+	for _, srv := range servers {
+		errs = append(errs, srv.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // loadAgents reads the agent definitions.
@@ -103,13 +170,23 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	}
 	d.db = db
 	d.streams = httpapi.NewStreams(d.log.With("system", "http"), httpapi.StreamOptions{Heartbeat: cfg.HTTP.Heartbeat})
+	var repl kernel.Replication
+	if rdb, ok := db.(*redis.Store); ok {
+		if d.repl, err = replicate(ctx, rdb, d.streams, d.log.With("system", "store")); err != nil {
+			return errors.Join(err, d.close(ctx))
+		}
+		repl = d.repl.config(cfg.Store.Redis)
+	}
 	d.kernel, err = kernel.New(kernel.Config{
 		Agents: d.registry, Tools: d.tools, Store: d.metrics.Store(db),
-		Limits: cfg.limits(), Retention: cfg.retention(),
+		Limits: cfg.limits(), Retention: cfg.retention(), Replication: repl,
 		Observers: []kernel.Observer{d.streams, d.metrics, kernel.LogObserver{Log: d.log.With("system", "kernel")}},
 		Logger:    d.log.With("system", "kernel"),
 		MCP:       mcp.Options{Logger: d.log}, // it adds system=mcp
 	})
+	if err == nil && d.repl != nil {
+		d.repl.start(d.kernel)
+	}
 	if err == nil {
 		if _, err = d.kernel.Recover(ctx); err != nil {
 			err = d.recoverError(cfg.Store, err)
@@ -118,21 +195,53 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return errors.Join(err, d.close(ctx))
 	}
+	d.measureOwnership()
 	d.metrics.GaugeFunc("kerneld_streams_open", "Open SSE streams.", func() float64 { return float64(d.streams.Open()) })
 	d.metrics.GaugeFunc("kerneld_stream_buffer_bytes", "Encoded frames held for open SSE streams.",
 		func() float64 { return float64(d.streams.Buffered()) })
+	var metrics http.Handler
+	if cfg.HTTP.MetricsAddr == "" {
+		metrics = d.metrics.Handler()
+	}
 	d.handler = httpapi.New(d.kernel, d.streams, httpapi.Options{
-		Logger: d.log.With("system", "http"), APIKeys: cfg.apiKeys(), MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
-		RequestTimeout: cfg.HTTP.RequestTimeout, Metrics: d.metrics.Handler(), OpenAPI: api.OpenAPI, Version: version,
+		Logger: d.log.With("system", "http"), APIKeys: cfg.apiKeys(), AdminKeys: cfg.Auth.AdminKeys,
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, RequestTimeout: cfg.HTTP.RequestTimeout,
+		ReadTimeout: cfg.HTTP.ReadTimeout, MinBodyRate: cfg.HTTP.MinBodyRate, BodyRateGrace: cfg.HTTP.BodyRateGrace,
+		MaxStreams: d.conns.maxStreams, MaxStreamsPerTenant: cfg.HTTP.MaxStreamsPerTenant,
+		Metrics: metrics, OpenAPI: api.OpenAPI, Version: version,
 	})
 	return nil
+}
+
+// measureOwnership exposes what this replica owns: the runs it executes,
+// the leases it holds, the sessions it took over and the appends refused
+// because a lease was lost.
+func (d *daemon) measureOwnership() {
+	stat := func(f func(kernel.Stats) float64) func() float64 {
+		return func() float64 { return f(d.kernel.Stats()) }
+	}
+	d.metrics.GaugeFunc("kerneld_runs_active", "Runs this replica is executing or holding for an approval.",
+		stat(func(s kernel.Stats) float64 { return float64(s.ActiveRuns) }))
+	d.metrics.GaugeFunc("kerneld_leases_held", "Sessions whose lease this replica holds.",
+		stat(func(s kernel.Stats) float64 { return float64(s.Leases) }))
+	d.metrics.CounterFunc("kerneld_takeovers_total", "Sessions this replica took over from one that stopped.",
+		stat(func(s kernel.Stats) float64 { return float64(s.TakeOvers) }))
+	d.metrics.CounterFunc("kerneld_fenced_writes_total", "Appends the store refused because this replica's lease was lost.",
+		stat(func(s kernel.Stats) float64 { return float64(s.Fenced) }))
 }
 
 // openStore opens the configured backend. sqlite.Open names the database
 // file in every error it returns.
 func openStore(ctx context.Context, c StoreConfig, log *slog.Logger) (store, error) {
-	if c.Kind == "memory" {
+	switch c.Kind {
+	case "memory":
 		return memory.New(), nil
+	case "redis":
+		db, err := redis.Open(ctx, redis.Options{URL: c.Redis.URL, Prefix: c.Redis.Prefix, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		return db, nil
 	}
 	db, err := sqlite.Open(ctx, sqlite.Options{Path: databasePath(c), Logger: log})
 	if err != nil {
@@ -157,7 +266,7 @@ func (d *daemon) recoverError(c StoreConfig, err error) error {
 
 // run serves until ctx ends, reloading agents on SIGHUP, then shuts down
 // in order: streams and HTTP first, then runs, then the store.
-func (d *daemon) run(ctx context.Context, srv *http.Server, serveErr chan error, shutdownTimeout time.Duration) error {
+func (d *daemon) run(ctx context.Context, servers []*http.Server, serveErr chan error, shutdownTimeout time.Duration) error {
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	reloaded := make(chan struct{})
 	go func() { defer close(reloaded); d.reloadOnHangup(reloadCtx) }()
@@ -172,11 +281,14 @@ func (d *daemon) run(ctx context.Context, srv *http.Server, serveErr chan error,
 	<-reloaded
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	httpErr := srv.Shutdown(shutdownCtx) // 1. stop taking requests, end streams
+	errs := []error{err}
 	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
+		errs[0] = nil
 	}
-	return errors.Join(err, httpErr, d.close(shutdownCtx))
+	for _, srv := range servers {
+		errs = append(errs, srv.Shutdown(shutdownCtx)) // 1. stop taking requests, end streams
+	}
+	return errors.Join(append(errs, d.close(shutdownCtx))...)
 }
 
 // close stops the kernel (cancelling runs and waiting for them to record
@@ -184,10 +296,13 @@ func (d *daemon) run(ctx context.Context, srv *http.Server, serveErr chan error,
 func (d *daemon) close(ctx context.Context) error {
 	var errs []error
 	if d.kernel != nil {
-		errs = append(errs, d.kernel.Close(ctx)) // 2. runs record their end
+		errs = append(errs, d.kernel.Close(ctx)) // 2. runs record their end; leases are released
 	}
 	if d.streams != nil {
 		d.streams.Close()
+	}
+	if d.repl != nil {
+		errs = append(errs, d.repl.close()) // no more signals or tails
 	}
 	if d.db != nil {
 		errs = append(errs, d.db.Close()) // 3. nothing writes any more

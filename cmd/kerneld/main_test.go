@@ -198,3 +198,67 @@ var (
 	built     string
 	errBuild  error
 )
+
+var metricsListening = regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
+
+// TestRun_MetricsAddr: with --metrics-addr, /metrics is served there, to
+// operator keys only when they are set, and the API's listener serves
+// none.
+func TestRun_MetricsAddr(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	args := []string{"-addr", "127.0.0.1:0", "-metrics-addr", "127.0.0.1:0", "-agents-dir", "../../configs/agents",
+		"-config", "../../configs/kerneld.yaml", "-store", "memory"}
+	getenv := env(map[string]string{"KERNELD_API_KEYS": "k1:acme", "KERNELD_ADMIN_KEYS": "ops"})
+	go func() { done <- run(ctx, args, getenv, io.Discard, logs) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	base := "http://" + waitAddr(t, logs.String)
+	var metricsBase string
+	for deadline := time.Now().Add(15 * time.Second); metricsBase == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := metricsListening.FindStringSubmatch(logs.String()); m != nil {
+			metricsBase = "http://" + m[1]
+		}
+	}
+	if metricsBase == "" {
+		t.Fatalf("no metrics listener in the logs:\n%s", logs.String())
+	}
+	get := func(url, key string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	pollUntil(t, "kerneld ready", func() bool { status, _ := get(base+"/readyz", "k1"); return status == http.StatusOK })
+	if status, body := get(metricsBase+"/metrics", "ops"); status != http.StatusOK || !strings.Contains(body, "kerneld_") {
+		t.Errorf("metrics listener with the operator key = %d, want 200 with kerneld's metrics:\n%.300s", status, body)
+	}
+	if status, _ := get(metricsBase+"/metrics", "k1"); status != http.StatusUnauthorized {
+		t.Errorf("metrics listener with a tenant key = %d, want 401", status)
+	}
+	if status, body := get(base+"/metrics", "ops"); status != http.StatusNotFound || !strings.Contains(body, "metrics_disabled") {
+		t.Errorf("API listener /metrics = %d %s, want 404 metrics_disabled", status, body)
+	}
+}
+
+// pollUntil polls cond until it holds, failing the test after 15 s.
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}

@@ -63,7 +63,7 @@ func buildAt(ctx context.Context, ref, dir string, log io.Writer) (build, error)
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = log, log
-	fmt.Fprintf(log, "building kerneld at %s (%s)\n", ref, sha)
+	_, _ = fmt.Fprintf(log, "building kerneld at %s (%s)\n", ref, sha) // progress only
 	err = cmd.Run()
 	_, rmErr := git(context.WithoutCancel(ctx), root, "worktree", "remove", "--force", src)
 	if err != nil {

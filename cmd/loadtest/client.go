@@ -45,7 +45,7 @@ func (c *client) createSession(ctx context.Context, base string) (string, error)
 	if err != nil {
 		return "", err
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }() // read to the end or abandoned: nothing to report
 	body, err := io.ReadAll(res.Body)
 	if err != nil {
 		return "", err
@@ -137,7 +137,7 @@ func (rs *runStream) read(hc *http.Client, req *http.Request, inline bool) error
 	if err != nil {
 		return err
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }() // read to the end or abandoned: nothing to report
 	if res.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
 		return fmt.Errorf("%s %s = %d: %s", req.Method, req.URL.Path, res.StatusCode, b)

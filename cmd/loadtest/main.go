@@ -29,6 +29,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -146,14 +147,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }() // a leftover temp dir is harmless
 	builds, err := o.builds(ctx, tmp, stderr)
 	if err != nil {
 		return err
 	}
 	if o.serverCPUs != "" {
 		if _, err := exec.LookPath("taskset"); err != nil {
-			fmt.Fprintln(stderr, "taskset not found: kerneld runs unpinned")
+			_, _ = fmt.Fprintln(stderr, "taskset not found: kerneld runs unpinned")
 			o.serverCPUs = ""
 		}
 	}
@@ -178,7 +179,9 @@ rounds:
 		}
 	}
 	sum.elapsed, sum.loadAfter = time.Since(sum.began), loadAverage()
-	sum.write(stdout, o, builds, res)
+	if err := sum.write(stdout, o, builds, res); err != nil {
+		return fmt.Errorf("write the summary: %w", err)
+	}
 	if len(res.notes) > 0 {
 		return fmt.Errorf("%d problems; see the notes under the table", len(res.notes))
 	}
@@ -248,7 +251,7 @@ func (m measurement) measure(ctx context.Context, o options, b build, dir string
 		res.note("%s: %v", what, err)
 		return
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }() // a leftover temp dir is harmless
 	rec := func(metric string, k kind, v float64) { res.add(metric, k, m.store, m.build, v) }
 	if rss, _, err := srv.procs[0].memory(); err == nil {
 		rec("idle RSS after ready", kindBytes, float64(rss))
@@ -275,7 +278,7 @@ func (m measurement) measure(ctx context.Context, o options, b build, dir string
 	if err := srv.stop(); err != nil {
 		res.note("%s: %v", what, err)
 	}
-	fmt.Fprintf(log, "%s: %.1fs, kerneld on a CPU %.0f%% of it, its threads waiting for one %.2f s/s, the load generator on one %.0f%%\n",
+	_, _ = fmt.Fprintf(log, "%s: %.1fs, kerneld on a CPU %.0f%% of it, its threads waiting for one %.2f s/s, the load generator on one %.0f%%\n",
 		what, elapsed.Seconds(), 100*(cpu1-cpu0).Seconds()/elapsed.Seconds(), (wait1-wait0).Seconds()/elapsed.Seconds(),
 		100*(self1-self0).Seconds()/elapsed.Seconds())
 }
@@ -298,7 +301,10 @@ type summary struct {
 	loadBefore, loadAfter string
 }
 
-func (s summary) write(w io.Writer, o options, builds []build, res *results) {
+// write writes the summary to out in one write; the tool's exit status
+// reports a failed one.
+func (s summary) write(out io.Writer, o options, builds []build, res *results) error {
+	w := new(bytes.Buffer)
 	fmt.Fprintln(w, "### kerneld load test")
 	fmt.Fprintln(w)
 	res.writeTable(w)
@@ -331,4 +337,6 @@ func (s summary) write(w io.Writer, o options, builds []build, res *results) {
 			fmt.Fprintf(w, "- %s\n", strings.ReplaceAll(n, "\n", "\n  "))
 		}
 	}
+	_, err := out.Write(w.Bytes())
+	return err
 }

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -96,7 +96,7 @@ func (r *results) cell(key rowKey, b int) (float64, bool) {
 // writeTable writes the results as one Markdown table: a row per metric
 // and store, a column per build, and the change from the first build to
 // the second when there are two.
-func (r *results) writeTable(w io.Writer) {
+func (r *results) writeTable(w *bytes.Buffer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	head := "| metric | store |"

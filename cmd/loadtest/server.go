@@ -141,8 +141,8 @@ func startServer(ctx context.Context, hc *http.Client, spec serverSpec, i int) (
 	if err != nil {
 		return nil, err
 	}
-	defer logFile.Close() // the child has its own descriptor
-	s.cmd = exec.Command(name, args...)
+	defer func() { _ = logFile.Close() }() // the child has its own descriptor
+	s.cmd = exec.Command(name, args...)    //nolint:noctx // stopped with SIGTERM by stop, never killed with a context
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // no server outlives the load test
 	if err := s.run(); err != nil {
@@ -179,11 +179,11 @@ func (s *server) run() error {
 
 // freeAddr returns a loopback address with a port nothing listens on.
 func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := new(net.ListenConfig).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }() // only its port was wanted
 	return ln.Addr().String(), nil
 }
 
@@ -199,7 +199,7 @@ func (s *server) waitReady(ctx context.Context, hc *http.Client) error {
 		}
 		select {
 		case <-s.exited:
-			return fmt.Errorf("kerneld exited before it was ready (%v); log %s:\n%s", s.err, s.logPath, s.logTail())
+			return fmt.Errorf("kerneld exited before it was ready (%w); log %s:\n%s", s.err, s.logPath, s.logTail())
 		case <-ctx.Done():
 			return fmt.Errorf("kerneld not ready after %s; log %s:\n%s", readyTimeout, s.logPath, s.logTail())
 		case <-tick.C:
@@ -216,7 +216,7 @@ func ready(ctx context.Context, hc *http.Client, url string) bool {
 	if err != nil {
 		return false
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }() // only the status matters
 	return res.StatusCode == http.StatusOK
 }
 
@@ -244,7 +244,7 @@ func (s *server) stop() error {
 
 func (s *server) exitError() error {
 	if s.err != nil {
-		return fmt.Errorf("kerneld (pid %d) exited: %v; log %s:\n%s", s.pid, s.err, s.logPath, s.logTail())
+		return fmt.Errorf("kerneld (pid %d) exited: %w; log %s:\n%s", s.pid, s.err, s.logPath, s.logTail())
 	}
 	return nil
 }

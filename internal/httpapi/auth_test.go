@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -26,13 +27,15 @@ func TestHealth_Healthz(t *testing.T) {
 	}
 }
 
+// fakeMetrics stands for the Prometheus handler.
+var fakeMetrics = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	_, _ = io.WriteString(w, "kerneld_up 1\n")
+})
+
 func TestHealth_Metrics(t *testing.T) {
 	t.Run("Enabled", func(t *testing.T) {
-		metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-			_, _ = io.WriteString(w, "kerneld_up 1\n")
-		})
-		ts := newServer(t, serverOptions{api: httpapi.Options{Metrics: metrics}})
+		ts := newServer(t, serverOptions{api: httpapi.Options{Metrics: fakeMetrics}})
 		res := ts.do(t, "GET", "/metrics", "")
 		if res.status != http.StatusOK || string(res.body) != "kerneld_up 1\n" ||
 			!strings.HasPrefix(res.header.Get("Content-Type"), "text/plain") {
@@ -223,5 +226,151 @@ func (ts *testServer) waitRunAs(t *testing.T, id, runID string, header []string)
 	t.Helper()
 	pollUntil(t, "run "+runID+" to end", func() bool {
 		return ts.must(t, http.StatusOK, "GET", "/sessions/"+id+"/runs/"+runID, "", header...)["ended_at"] != nil
+	})
+}
+
+// TestAuth_BeforeRouting: with API keys set, a request without a valid key
+// learns nothing of the routes: unknown paths and wrong methods answer 401
+// like real ones. With a key they answer 404 and 405.
+func TestAuth_BeforeRouting(t *testing.T) {
+	ts := newServer(t, serverOptions{api: httpapi.Options{APIKeys: map[string]string{"k1": "acme"}}})
+	k1 := []string{"Authorization", "Bearer k1"}
+	id := ts.must(t, http.StatusCreated, "POST", "/sessions", `{"agent":"echo"}`, k1...)["id"].(string)
+	cases := []struct {
+		method, path string
+		withKey      int
+		code         string
+	}{
+		{"GET", "/nope", 404, "route_not_found"},
+		{"GET", "/v1/sessions", 404, "route_not_found"},
+		{"GET", "/sessions/" + id + "/nope", 404, "route_not_found"},
+		{"GET", "/.env", 404, "route_not_found"},
+		{"PUT", "/sessions", 405, "method_not_allowed"},
+		{"DELETE", "/agents", 405, "method_not_allowed"},
+		{"GET", "/sessions/" + id + "/run", 405, "method_not_allowed"},
+		{"POST", "/metrics", 405, "method_not_allowed"},
+	}
+	for _, c := range cases {
+		t.Run(c.method+c.path, func(t *testing.T) {
+			for name, header := range map[string][]string{"NoKey": nil, "WrongKey": {"Authorization", "Bearer k2"}} {
+				res := ts.do(t, c.method, c.path, "", header...)
+				wantProblem(t, res, http.StatusUnauthorized, "unauthorized")
+				if res.header.Get("Allow") != "" || !strings.HasPrefix(res.header.Get("WWW-Authenticate"), "Bearer") {
+					t.Errorf("%s: Allow %q, WWW-Authenticate %q; want no Allow and a Bearer challenge",
+						name, res.header.Get("Allow"), res.header.Get("WWW-Authenticate"))
+				}
+			}
+			wantProblem(t, ts.do(t, c.method, c.path, "", k1...), c.withKey, c.code)
+		})
+	}
+	t.Run("HealthzOnly", func(t *testing.T) {
+		ts.must(t, http.StatusOK, "GET", "/healthz", "")
+		wantProblem(t, ts.do(t, "GET", "/healthz/x", ""), http.StatusUnauthorized, "unauthorized")
+		wantProblem(t, ts.do(t, "GET", "/healthzz", ""), http.StatusUnauthorized, "unauthorized")
+	})
+}
+
+// TestAuth_Metrics: /metrics counts every tenant's activity, so only an
+// operator key reads it once any key is configured; an operator key acts
+// as no tenant.
+func TestAuth_Metrics(t *testing.T) {
+	tenant := []string{"Authorization", "Bearer k1"}
+	admin := []string{"Authorization", "Bearer ops"}
+	type check struct {
+		method, path string
+		header       []string
+		status       int
+		code         string // for a problem
+	}
+	tests := []struct {
+		name   string
+		opts   httpapi.Options
+		checks []check
+	}{
+		{"TenantAndOperatorKeys", httpapi.Options{APIKeys: map[string]string{"k1": "acme"}, AdminKeys: []string{"ops"}}, []check{
+			{"GET", "/metrics", nil, 401, "unauthorized"},
+			{"GET", "/metrics", tenant, 403, "operator_key_required"},
+			{"GET", "/metrics", admin, 200, ""},
+			{"GET", "/sessions", admin, 403, "tenant_key_required"},
+			{"POST", "/sessions", admin, 403, "tenant_key_required"},
+			{"GET", "/agents", admin, 403, "tenant_key_required"},
+			{"GET", "/sessions/x/events", admin, 403, "tenant_key_required"},
+			{"GET", "/readyz", admin, 200, ""},
+			{"GET", "/nope", admin, 404, "route_not_found"},
+			{"GET", "/sessions", tenant, 200, ""},
+		}},
+		{"TenantKeysOnly", httpapi.Options{APIKeys: map[string]string{"k1": "acme"}}, []check{
+			{"GET", "/metrics", tenant, 403, "operator_key_required"},
+			{"GET", "/metrics", admin, 401, "unauthorized"},
+		}},
+		{"OperatorKeysOnly", httpapi.Options{AdminKeys: []string{"ops"}}, []check{
+			{"GET", "/metrics", nil, 401, "unauthorized"},
+			{"GET", "/metrics", tenant, 401, "unauthorized"},
+			{"GET", "/metrics", admin, 200, ""},
+			{"GET", "/sessions", nil, 200, ""},
+		}},
+		{"NoKeys", httpapi.Options{}, []check{
+			{"GET", "/metrics", nil, 200, ""},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.opts.Metrics = fakeMetrics
+			ts := newServer(t, serverOptions{api: tt.opts})
+			for _, c := range tt.checks {
+				res := ts.do(t, c.method, c.path, "", c.header...)
+				if c.code != "" {
+					wantProblem(t, res, c.status, c.code)
+				} else if res.status != c.status {
+					t.Errorf("%s %s %v = %d %s, want %d", c.method, c.path, c.header, res.status, res.body, c.status)
+				}
+			}
+		})
+	}
+}
+
+// TestMetricsHandler: the listener of its own serves /metrics alone, to
+// operator keys when they are configured, never to a tenant's key.
+func TestMetricsHandler(t *testing.T) {
+	get := func(t *testing.T, url string, header ...string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	t.Run("Open", func(t *testing.T) {
+		ts := httptest.NewServer(withSpecValidation(t, httpapi.MetricsHandler(httpapi.Options{Metrics: fakeMetrics})))
+		defer ts.Close()
+		if status, body := get(t, ts.URL+"/metrics"); status != 200 || body != "kerneld_up 1\n" {
+			t.Errorf("GET /metrics = %d %q, want the metrics", status, body)
+		}
+		// Not through the spec check: the API's /sessions has no 404.
+		raw := httptest.NewServer(httpapi.MetricsHandler(httpapi.Options{Metrics: fakeMetrics}))
+		defer raw.Close()
+		if status, body := get(t, raw.URL+"/sessions"); status != http.StatusNotFound || !strings.Contains(body, "route_not_found") {
+			t.Errorf("GET /sessions = %d %s, want 404 route_not_found: the listener serves metrics alone", status, body)
+		}
+	})
+	t.Run("OperatorKeys", func(t *testing.T) {
+		h := httpapi.MetricsHandler(httpapi.Options{Metrics: fakeMetrics, AdminKeys: []string{"ops"},
+			APIKeys: map[string]string{"k1": "acme"}})
+		ts := httptest.NewServer(withSpecValidation(t, h))
+		defer ts.Close()
+		for _, c := range []struct {
+			header []string
+			want   int
+		}{{nil, 401}, {[]string{"Authorization", "Bearer k1"}, 401}, {[]string{"Authorization", "Bearer ops"}, 200}} {
+			if status, body := get(t, ts.URL+"/metrics", c.header...); status != c.want {
+				t.Errorf("GET /metrics %v = %d %s, want %d", c.header, status, body, c.want)
+			}
+		}
 	})
 }

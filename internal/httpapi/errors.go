@@ -14,6 +14,8 @@ import (
 // Kinds that are HTTP's own concern, so they live here, not in errdefs.
 var (
 	errUnauthorized     = errors.New("unauthorized")       // no valid API key
+	errForbidden        = errors.New("forbidden")          // a valid key, but not for this route
+	errRequestTimeout   = errors.New("request timeout")    // the request body came too slowly
 	errMethodNotAllowed = errors.New("method not allowed") // a known path, another method
 )
 
@@ -25,7 +27,9 @@ var errorKinds = []struct {
 	code   string
 }{
 	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
+	{errForbidden, http.StatusForbidden, "forbidden"},
 	{errdefs.ErrInvalid, http.StatusBadRequest, "invalid_request"},
+	{errRequestTimeout, http.StatusRequestTimeout, "request_timeout"},
 	{errdefs.ErrNotFound, http.StatusNotFound, "not_found"},
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{errdefs.ErrConflict, http.StatusConflict, "conflict"},
@@ -98,5 +102,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.Log(r.Context(), level, "request failed", "status", p.Status, "code", p.Code, "err", err,
 		"request_id", p.RequestID)
 	w.Header().Set("Content-Type", "application/problem+json")
+	if p.Status == http.StatusRequestTimeout {
+		w.Header().Set("Connection", "close") // the rest of the body is not worth waiting for
+	}
 	_ = writeBody(w, p.Status, p) // a problem always marshals
 }

@@ -23,14 +23,15 @@ type eventPageResponse struct {
 // accepts application/json and not text/event-stream.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	if _, err := s.kernel.GetSession(r.Context(), id); err != nil {
-		return err
-	}
-	after, err := eventCursor(r)
+	sess, err := s.kernel.GetSession(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	if accepts(r, "application/json") && !accepts(r, "text/event-stream") {
+	after, err := eventCursor(r, sess.LastSeq)
+	if err != nil {
+		return err
+	}
+	if wantsEventPage(r) {
 		return s.writeEventPage(w, r, id, after)
 	}
 	return s.streams.serve(w, r, s.kernel, streamRequest{sessionID: id, after: after})
@@ -59,9 +60,17 @@ func (s *Server) writeEventPage(w http.ResponseWriter, r *http.Request, id strin
 	return writeJSON(w, http.StatusOK, page)
 }
 
+// wantsEventPage reports whether the client asks for a JSON page rather
+// than the stream: it accepts application/json and not text/event-stream.
+func wantsEventPage(r *http.Request) bool {
+	return accepts(r, "application/json") && !accepts(r, "text/event-stream")
+}
+
 // eventCursor returns the seq to resume after: the Last-Event-ID header
-// (what a reconnecting EventSource sends), else ?after=, else 0.
-func eventCursor(r *http.Request) (int64, error) {
+// (what a reconnecting EventSource sends), else ?after=, else 0. A cursor
+// beyond lastSeq, the session's last event, is refused: served, the
+// client would silently miss every event up to it.
+func eventCursor(r *http.Request, lastSeq int64) (int64, error) {
 	name, v := "Last-Event-ID", r.Header.Get("Last-Event-ID")
 	if v == "" {
 		name, v = "after", r.URL.Query().Get("after")
@@ -72,6 +81,10 @@ func eventCursor(r *http.Request) (int64, error) {
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
 		return 0, errdefs.Invalid(name, "must be a non-negative integer: the seq of the last event received")
+	}
+	if n > lastSeq {
+		return 0, errdefs.New(errdefs.ErrInvalid, "cursor_ahead",
+			"%s %d is beyond the session's last event (seq %d)", name, n, lastSeq).With("last_seq", lastSeq)
 	}
 	return n, nil
 }

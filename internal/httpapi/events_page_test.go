@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -128,9 +129,9 @@ func TestEvents_JSONPage(t *testing.T) {
 		if len(evs) != len(all)-5 || evs[0].Metadata.Kerneld.Seq != 6 {
 			t.Errorf("after=5: %d events from seq %d, want %d from 6", len(evs), evs[0].Metadata.Kerneld.Seq, len(all)-5)
 		}
-		page, evs := ts.getEventPage(t, id, "?after="+strconv.FormatInt(last+100, 10))
-		if len(evs) != 0 || *page.NextAfter != last+100 {
-			t.Errorf("after the end: %d events next_after %d, want none and %d", len(evs), *page.NextAfter, last+100)
+		page, evs := ts.getEventPage(t, id, "?after="+strconv.FormatInt(last, 10))
+		if len(evs) != 0 || *page.NextAfter != last {
+			t.Errorf("after the last event: %d events next_after %d, want none and %d", len(evs), *page.NextAfter, last)
 		}
 	})
 
@@ -181,5 +182,54 @@ func TestEvents_JSONPage(t *testing.T) {
 			header: []string{"Accept", "text/event-stream"}, status: 400, code: "invalid_request", field: "after"},
 		{name: "StreamUnknownSession", method: "GET", path: "/sessions/" + uuid.Must(uuid.NewV7()).String() + "/events",
 			header: []string{"Accept", "text/event-stream"}, status: 404, code: "session_not_found"},
+	})
+}
+
+// TestEvents_CursorAhead: a cursor beyond the session's last event is
+// refused before anything is streamed, in both modes and from both the
+// header and the query, with the last seq the client may resume from.
+func TestEvents_CursorAhead(t *testing.T) {
+	ts := newServer(t, serverOptions{})
+	id := ts.createSession(t, "echo")
+	done := ts.waitRun(t, id, ts.startRun(t, id, "hello"))
+	last := int64(done["end_seq"].(float64))
+	ahead := strconv.FormatInt(last+1, 10)
+	modes := map[string]string{"Stream": "text/event-stream", "Page": "application/json", "NoAccept": ""}
+	for mode, accept := range modes {
+		for name, req := range map[string]struct{ query, header string }{
+			"After": {"?after=" + ahead, ""}, "LastEventID": {"", ahead}, "HeaderWins": {"?after=1", ahead},
+		} {
+			t.Run(mode+"/"+name, func(t *testing.T) {
+				var header []string
+				if accept != "" {
+					header = append(header, "Accept", accept)
+				}
+				if req.header != "" {
+					header = append(header, "Last-Event-ID", req.header)
+				}
+				res := ts.doWithin(t, 5*time.Second, "GET", "/sessions/"+id+"/events"+req.query, "", header...)
+				p := wantProblem(t, res, http.StatusBadRequest, "cursor_ahead")
+				if p["last_seq"] != float64(last) {
+					t.Errorf("last_seq = %v, want %d", p["last_seq"], last)
+				}
+			})
+		}
+	}
+	t.Run("NewSession", func(t *testing.T) {
+		fresh := ts.createSession(t, "echo")
+		res := ts.do(t, "GET", "/sessions/"+fresh+"/events?after=1", "", "Accept", "application/json")
+		if p := wantProblem(t, res, http.StatusBadRequest, "cursor_ahead"); p["last_seq"] != float64(0) {
+			t.Errorf("last_seq = %v, want 0", p["last_seq"])
+		}
+	})
+	t.Run("AtTheEndStreams", func(t *testing.T) {
+		// The last seq itself is a valid cursor: the stream waits for the
+		// next run and delivers it whole.
+		s := ts.openStream(t, "GET", "/sessions/"+id+"/events", "", "Last-Event-ID", strconv.FormatInt(last, 10))
+		ts.startRun(t, id, "again")
+		frames := s.events(t, runEnded)
+		if len(frames) == 0 || frames[0].id != last+1 || frames[0].event != "RUN_STARTED" {
+			t.Fatalf("frames = %+v, want the next run from seq %d", frames, last+1)
+		}
 	})
 }

@@ -28,7 +28,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) error {
 // handleMetrics handles "GET /metrics" (Prometheus text format).
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.Metrics == nil {
-		return errdefs.New(errdefs.ErrNotFound, "metrics_disabled", "metrics are not enabled")
+		return errdefs.New(errdefs.ErrNotFound, "metrics_disabled", "metrics are not served on this listener")
 	}
 	s.opts.Metrics.ServeHTTP(w, r)
 	return nil

@@ -89,11 +89,26 @@ func (r response) json(t *testing.T) map[string]any {
 // do sends a request with an optional JSON body and returns the response.
 func (ts *testServer) do(t *testing.T, method, path, body string, header ...string) response {
 	t.Helper()
+	return ts.doCtx(t.Context(), t, method, path, body, header...)
+}
+
+// doWithin is do for a request that must be answered within d: one that
+// might wrongly open a stream fails the test instead of hanging it.
+func (ts *testServer) doWithin(t *testing.T, d time.Duration, method, path, body string, header ...string) response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	return ts.doCtx(ctx, t, method, path, body, header...)
+}
+
+// doCtx is do under ctx.
+func (ts *testServer) doCtx(ctx context.Context, t *testing.T, method, path, body string, header ...string) response {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), method, ts.URL+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, ts.URL+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}

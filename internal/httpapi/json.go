@@ -30,18 +30,24 @@ func (s *Server) handle(h handlerFunc) http.HandlerFunc {
 type validator interface{ Validate() error }
 
 // decode reads exactly one JSON value from the body into a T and checks its
-// shape. Unknown fields, wrong types and trailing data are errors.
+// shape. Text that is not UTF-8, unknown fields, wrong types and trailing
+// data are errors. The body is read whole first (limitBody caps it) so
+// that its bytes can be checked as sent.
 func decode[T validator](r *http.Request) (T, error) {
 	var v T
-	dec := json.NewDecoder(r.Body)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return v, decodeError(err)
+	}
+	if err := checkBodyText(body); err != nil {
+		return v, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {
 		return v, decodeError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return v, mbe
-		}
 		return v, errdefs.New(errdefs.ErrInvalid, "invalid_request", "request body: unexpected data after the JSON value")
 	}
 	return v, v.Validate()
@@ -52,6 +58,9 @@ func decode[T validator](r *http.Request) (T, error) {
 func decodeError(err error) error {
 	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return mbe
+	}
+	if errors.Is(err, errRequestTimeout) {
+		return err
 	}
 	if errors.Is(err, io.EOF) {
 		return errdefs.New(errdefs.ErrInvalid, "invalid_request", "request body: a JSON object is required")

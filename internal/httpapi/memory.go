@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
@@ -97,12 +98,14 @@ func (s *Server) handleMemoryDelete(w http.ResponseWriter, r *http.Request) erro
 // path when the request has one, and then the key is still escaped.
 func memoryKeyParam(r *http.Request) (string, error) {
 	key := r.PathValue("*")
-	if r.URL.RawPath == "" {
-		return key, nil
+	if r.URL.RawPath != "" {
+		var err error
+		if key, err = url.PathUnescape(key); err != nil {
+			return "", errdefs.Invalid("key", "not a valid path segment")
+		}
 	}
-	key, err := url.PathUnescape(key)
-	if err != nil {
-		return "", errdefs.Invalid("key", "not a valid path segment")
+	if !utf8.ValidString(key) {
+		return "", errdefs.Invalid("key", "is not valid UTF-8")
 	}
 	return key, nil
 }

@@ -2,19 +2,16 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
-	"github.com/kerneld/kerneld/internal/kernel"
 )
 
 // logRequests logs one line per request once it completes.
@@ -78,46 +75,19 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 
 // checkQuery refuses a query string that does not parse, such as
 // ?cursor=%zz: Go's parser would drop the bad pair, and the request would
-// be served as if the parameter were absent, e.g. from the first page.
+// be served as if the parameter were absent, e.g. from the first page. It
+// refuses values that are not UTF-8 text too (?agent=%ff).
 func (s *Server) checkQuery(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
 			s.writeError(w, r, errdefs.Invalid("query", "malformed: "+err.Error()))
+			return
+		}
+		if err := checkQueryText(q); err != nil {
+			s.writeError(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// authenticate maps the bearer token to a tenant, or admits everyone as
-// the default tenant when no API keys are configured.
-func (s *Server) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tenant := DefaultTenant
-		if len(s.opts.APIKeys) > 0 {
-			var ok bool
-			if tenant, ok = s.tenantFor(r.Header.Get("Authorization")); !ok {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="kerneld"`)
-				s.writeError(w, r, errdefs.New(errUnauthorized, "unauthorized", "a valid API key is required: Authorization: Bearer <key>"))
-				return
-			}
-		}
-		next.ServeHTTP(w, r.WithContext(kernel.WithTenant(r.Context(), tenant)))
-	})
-}
-
-// tenantFor returns the tenant of a "Bearer <key>" header. Every key is
-// compared in constant time, so timing does not reveal a near miss.
-func (s *Server) tenantFor(header string) (string, bool) {
-	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return "", false
-	}
-	found := ""
-	for key, tenant := range s.opts.APIKeys {
-		if subtle.ConstantTimeCompare([]byte(key), []byte(token)) == 1 {
-			found = tenant
-		}
-	}
-	return found, found != ""
 }

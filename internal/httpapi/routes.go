@@ -15,18 +15,20 @@ import (
 // TestRoutesMatchOpenAPI checks that it is.
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, s.logRequests, s.recoverPanics, s.limitBody, s.checkQuery)
+	// authenticate runs before routing: without a key, no path or method
+	// is told apart from another (only /healthz is open).
+	r.Use(middleware.RequestID, s.logRequests, s.recoverPanics, s.authenticate, s.paceBody, s.limitBody, s.checkQuery)
 	r.NotFound(s.handle(s.handleNotFound))
 	r.MethodNotAllowed(s.handle(s.handleMethodNotAllowed))
 	r.Get("/healthz", s.handle(s.handleHealth))
+	r.Get("/readyz", s.handle(s.handleReady))
+	r.Get("/openapi.yaml", s.handle(s.handleOpenAPI))
+	r.With(s.requireOperator).Get("/metrics", s.handle(s.handleMetrics))
 	r.Group(func(r chi.Router) {
-		r.Use(s.authenticate)
-		r.Get("/readyz", s.handle(s.handleReady))
-		r.Get("/metrics", s.handle(s.handleMetrics))
-		r.Get("/openapi.yaml", s.handle(s.handleOpenAPI))
+		r.Use(s.requireTenant)
 		// Streams: never under a timeout (it would cut them off).
-		r.Get("/sessions/{id}/events", s.handle(s.handleEvents))
-		r.Post("/sessions/{id}/run", s.handle(s.handleRunCreate))
+		r.With(s.limitStreams).Get("/sessions/{id}/events", s.handle(s.handleEvents))
+		r.With(s.limitStreams).Post("/sessions/{id}/run", s.handle(s.handleRunCreate))
 		r.Group(func(r chi.Router) {
 			r.Use(s.timeout)
 			r.Get("/agents", s.handle(s.handleAgentList))
@@ -49,6 +51,25 @@ func (s *Server) routes() chi.Router {
 			r.Delete("/sessions/{id}/memory/*", s.handle(s.handleMemoryDelete))
 		})
 	})
+	return r
+}
+
+// MetricsHandler serves opts.Metrics at GET /metrics alone, for a listener
+// of its own (http.metrics_addr): operators scrape it on an address
+// clients cannot reach. It authenticates as the API does, with the
+// operator keys only: without opts.AdminKeys it is open.
+func MetricsHandler(opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = discardLogger()
+	}
+	opts.APIKeys = nil // tenants' keys do not open metrics
+	s := &Server{log: opts.Logger, opts: opts}
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, s.logRequests, s.recoverPanics, s.authenticate)
+	r.NotFound(s.handle(s.handleNotFound))
+	r.MethodNotAllowed(s.handle(s.handleMethodNotAllowed))
+	r.With(s.requireOperator).Get("/metrics", s.handle(s.handleMetrics))
+	s.handler = r
 	return r
 }
 

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/kernel"
@@ -39,6 +40,9 @@ type runResponse struct {
 	State          session.RunState  `json:"state"`
 	Input          string            `json:"input"`
 	IdempotencyKey *string           `json:"idempotency_key"`
+	IfBusy         *string           `json:"if_busy"`
+	SteeredInto    *string           `json:"steered_into"`
+	Model          *string           `json:"model"`
 	CreatedAt      time.Time         `json:"created_at"`
 	StartedAt      *time.Time        `json:"started_at"`
 	EndedAt        *time.Time        `json:"ended_at"`
@@ -51,7 +55,8 @@ type runResponse struct {
 func toRunResponse(r session.Run) runResponse {
 	out := runResponse{
 		ID: r.ID, SessionID: r.SessionID, State: r.State, Input: r.Input,
-		IdempotencyKey: nullable(r.IdempotencyKey), CreatedAt: r.CreatedAt.UTC(),
+		IdempotencyKey: nullable(r.IdempotencyKey), IfBusy: nullable(r.IfBusy), SteeredInto: nullable(r.SteeredInto),
+		Model: nullable(r.Model), CreatedAt: r.CreatedAt.UTC(),
 		StartedAt: nullableTime(r.StartedAt), EndedAt: nullableTime(r.EndedAt),
 		Usage:    usageResponse{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens},
 		StartSeq: nullableSeq(r.StartSeq), EndSeq: nullableSeq(r.EndSeq),
@@ -70,9 +75,13 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	key := r.Header.Get("Idempotency-Key")
+	if !utf8.ValidString(key) {
+		return errdefs.Invalid("Idempotency-Key", "is not valid UTF-8")
+	}
 	id := r.PathValue("id")
 	run, replayed, err := s.kernel.Run(r.Context(), id, kernel.RunRequest{
-		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key,
 	})
 	if err != nil {
 		return err

@@ -165,7 +165,12 @@ func TestRuns_Idempotency(t *testing.T) {
 		}
 		ts.waitRun(t, id, run["id"].(string))
 
-		for _, body := range []string{`{"input":"once"}`, `{"input":"a different input"}`} {
+		reused := wantProblem(t, ts.do(t, "POST", path, `{"input":"a different input"}`, "Idempotency-Key", "key-1"),
+			http.StatusUnprocessableEntity, "idempotency_key_reused")
+		if reused["run_id"] != run["id"] {
+			t.Errorf("run_id = %v, want the key's run %v", reused["run_id"], run["id"])
+		}
+		for _, body := range []string{`{"input":"once"}`} {
 			again := ts.do(t, "POST", path, body, "Idempotency-Key", "key-1")
 			if again.status != http.StatusAccepted {
 				t.Fatalf("replay = %d %s, want 202", again.status, again.body)
@@ -405,9 +410,9 @@ func TestMessages_List(t *testing.T) {
 	})
 }
 
-// TestRuns_IfBusy: each busy policy through HTTP. queue and interrupt
-// answer 202 with a queued run; steer answers with the run the input
-// joined; a full queue is 429 queue_full.
+// TestRuns_IfBusy: each busy policy through HTTP. queue, interrupt and
+// steer answer 202 with a queued run of their own; a steer's run ends
+// steered into the run its input joined; a full queue is 429 queue_full.
 func TestRuns_IfBusy(t *testing.T) {
 	ts := newServer(t, serverOptions{kernel: kerneltest.Options{Limits: kernel.Limits{MaxQueued: 2}}})
 	id := ts.createSession(t, "waiter")
@@ -419,8 +424,8 @@ func TestRuns_IfBusy(t *testing.T) {
 		t.Errorf("queued run = %v", queued)
 	}
 	steered := ts.must(t, http.StatusAccepted, "POST", "/sessions/"+id+"/run", `{"input":"also","if_busy":"steer"}`)
-	if steered["id"] != active {
-		t.Errorf("steer answered run %v, want the active run %s", steered["id"], active)
+	if steered["id"] == active || steered["state"] != "queued" || steered["if_busy"] != "steer" {
+		t.Errorf("steer answered %v, want a run of its own, queued to join %s", steered, active)
 	}
 	wantProblem(t, ts.do(t, "POST", "/sessions/"+id+"/run", `{"input":"third","if_busy":"queue"}`), http.StatusTooManyRequests, "queue_full")
 	rejected := wantProblem(t, ts.do(t, "POST", "/sessions/"+id+"/run", `{"input":"x"}`), http.StatusConflict, "session_busy")
@@ -430,6 +435,9 @@ func TestRuns_IfBusy(t *testing.T) {
 	ts.kernel.Wait.Release()
 	if run := ts.waitRun(t, id, queued["id"].(string)); run["state"] != "succeeded" {
 		t.Errorf("queued run ended %v", run["state"])
+	}
+	if run := ts.waitRun(t, id, steered["id"].(string)); run["state"] != "steered" || run["steered_into"] != active {
+		t.Errorf("the steer ended %v into %v, want steered into %s", run["state"], run["steered_into"], active)
 	}
 }
 

@@ -17,12 +17,27 @@ type Options struct {
 	Logger *slog.Logger
 	// APIKeys maps a bearer token to its tenant. When empty, no
 	// authentication is required and every caller is tenant "default".
-	APIKeys        map[string]string
+	APIKeys map[string]string
+	// AdminKeys are operator keys: they read /metrics and act as no
+	// tenant. When set, /metrics needs one, with or without APIKeys.
+	AdminKeys      []string
 	MaxBodyBytes   int64         // default 1 MiB
 	RequestTimeout time.Duration // request/response routes; default 30 s
-	Metrics        http.Handler  // served at /metrics; nil answers 404
-	OpenAPI        []byte        // served at /openapi.yaml
-	Version        string
+	// ReadTimeout bounds reading a request body, counted from when the
+	// request reaches the API; 0 leaves it to the http.Server. Set it to
+	// the server's ReadTimeout.
+	ReadTimeout time.Duration
+	// MinBodyRate is the slowest a request body may arrive, in bytes per
+	// second, once BodyRateGrace has passed; 0 for no minimum.
+	MinBodyRate   int64
+	BodyRateGrace time.Duration
+	// MaxStreams and MaxStreamsPerTenant bound the open event streams;
+	// 0 for no bound.
+	MaxStreams          int
+	MaxStreamsPerTenant int
+	Metrics             http.Handler // served at /metrics; nil answers 404
+	OpenAPI             []byte       // served at /openapi.yaml
+	Version             string
 }
 
 // DefaultTenant is the tenant of every caller when no API keys are set.
@@ -34,6 +49,7 @@ type Server struct {
 	streams *Streams
 	log     *slog.Logger
 	opts    Options
+	slots   *streamSlots
 	handler http.Handler
 }
 
@@ -49,7 +65,8 @@ func New(k *kernel.Kernel, streams *Streams, opts Options) *Server {
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = 30 * time.Second
 	}
-	s := &Server{kernel: k, streams: streams, log: opts.Logger, opts: opts}
+	s := &Server{kernel: k, streams: streams, log: opts.Logger, opts: opts,
+		slots: newStreamSlots(opts.MaxStreams, opts.MaxStreamsPerTenant)}
 	s.handler = s.routes()
 	return s
 }

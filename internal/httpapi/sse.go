@@ -51,6 +51,7 @@ func (s *Streams) serve(w http.ResponseWriter, r *http.Request, log eventReader,
 	if err != nil {
 		return err
 	}
+	s.followFrom(req.sessionID, f, sess.LastSeq)
 	if sess.State == session.StateClosed {
 		f.end(sess.LastSeq)
 		if req.runID == "" && req.after >= sess.LastSeq {

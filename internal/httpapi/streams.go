@@ -49,8 +49,9 @@ type eventReader interface {
 // head than MaxLagEvents events or MaxLag in time. A client that keeps up,
 // however large the kernel's append batches, is never dropped.
 type Streams struct {
-	log  *slog.Logger
-	opts StreamOptions
+	log    *slog.Logger
+	opts   StreamOptions
+	follow Follower // nil when every event is this replica's own
 
 	mu     sync.RWMutex
 	feeds  map[string]*feed // by session id, while it has streams
@@ -78,6 +79,21 @@ type StreamOptions struct {
 	// streams; a stream behind them reads the log. Default 4 MiB.
 	FeedBytes int
 }
+
+// Follower brings a hub the events other replicas append to the sessions
+// its streams watch, through the hub's ObserveEvents. A hub follows a
+// session while it has streams.
+type Follower interface {
+	// Follow starts delivering session sessionID's events after seq after.
+	Follow(sessionID string, after int64)
+	// Unfollow stops it.
+	Unfollow(sessionID string)
+}
+
+// Follow makes the hub follow the sessions its streams watch through f.
+// Call it before serving: when several replicas share the store, a
+// session's events are appended by whichever replica runs it.
+func (s *Streams) Follow(f Follower) { s.follow = f }
 
 // NewStreams returns a hub. Close ends its streams.
 func NewStreams(log *slog.Logger, opts StreamOptions) *Streams {
@@ -166,7 +182,7 @@ func (s *Streams) subscribe(sessionID string, after int64) (*feed, *subscriber) 
 	}
 	f := s.feeds[sessionID]
 	if f == nil {
-		f = &feed{subs: make(map[*subscriber]struct{})}
+		f = &feed{subs: make(map[*subscriber]struct{}), fresh: true}
 		s.feeds[sessionID] = f
 	}
 	sub := &subscriber{wake: make(chan struct{}, 1), sent: after}
@@ -187,8 +203,26 @@ func (s *Streams) unsubscribe(sessionID string, f *feed, sub *subscriber) {
 	f.mu.Unlock()
 	if empty && s.feeds[sessionID] == f {
 		delete(s.feeds, sessionID)
+		if s.follow != nil && !f.fresh {
+			s.follow.Unfollow(sessionID)
+		}
 	}
 	s.open.Add(-1)
+}
+
+// followFrom starts following f's session after seq, if the hub follows
+// sessions and f has just been created; its first stream calls it once it
+// knows the session's last seq.
+func (s *Streams) followFrom(sessionID string, f *feed, seq int64) {
+	if s.follow == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f.fresh && s.feeds[sessionID] == f {
+		f.fresh = false
+		s.follow.Follow(sessionID, seq)
+	}
 }
 
 // feed is the window of a watched session's newest events, as encoded
@@ -203,6 +237,7 @@ type feed struct {
 	subs   map[*subscriber]struct{}
 	ended  bool  // the session will log nothing more:
 	endSeq int64 // its last event
+	fresh  bool  // guarded by Streams.mu: not followed yet
 }
 
 // frame is one event's SSE frame and what a stream needs to route it.

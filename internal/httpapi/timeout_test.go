@@ -55,11 +55,11 @@ func (s *stallingStore) ListSessions(ctx context.Context, q kernel.SessionQuery)
 }
 
 // ListRuns implements kernel.Store.
-func (s *stallingStore) ListRuns(ctx context.Context, sessionID, before string, limit int) ([]session.Run, error) {
+func (s *stallingStore) ListRuns(ctx context.Context, sessionID string, q session.RunQuery) ([]session.Run, error) {
 	if err := s.stall(ctx); err != nil {
 		return nil, err
 	}
-	return s.Store.ListRuns(ctx, sessionID, before, limit)
+	return s.Store.ListRuns(ctx, sessionID, q)
 }
 
 // TestTimeout_RequestResponse: a request/response route whose kernel call

@@ -156,14 +156,14 @@ func (k *Kernel) closeChildren(ctx context.Context, id string) error {
 }
 
 // stopRuns stops every run of session id, which is closed, and waits until
-// each has been recorded, or ctx ends. The session's owner, here or on
-// another replica, stops them when it sees the session closed; a session
-// nobody owns is taken here.
+// each has been recorded and the session is idle, or ctx ends. The
+// session's owner, here or on another replica, stops them when it sees the
+// session closed; a session nobody owns is taken here.
 func (k *Kernel) stopRuns(ctx context.Context, id string) error {
 	for {
 		change := k.changes.next(id)
-		work, err := k.hasWork(ctx, id)
-		if err != nil || !work {
+		idle, err := k.idle(ctx, id)
+		if err != nil || idle {
 			return err
 		}
 		if err := k.ensure(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
@@ -173,6 +173,20 @@ func (k *Kernel) stopRuns(ctx context.Context, id string) error {
 			return fmt.Errorf("wait for the runs of session %s to stop: %w", id, err)
 		}
 	}
+}
+
+// idle reports whether session id has no unfinished run and its record
+// names no active run: its owner has recorded the end of its last one.
+func (k *Kernel) idle(ctx context.Context, id string) (bool, error) {
+	work, err := k.hasWork(ctx, id)
+	if err != nil || work {
+		return false, err
+	}
+	s, err := k.store.GetSession(ctx, id)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return true, nil
+	}
+	return err == nil && s.ActiveRunID == "", err
 }
 
 // errUnchanged, returned by an update's change, leaves the record as it

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kerneld/kerneld/internal/agents"
+	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/llm"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/tools"
@@ -324,10 +325,66 @@ func (r *runner) finish(err error) {
 		}
 	}
 	_ = r.events.close() // flushed above; its error is logged there
-	if r.leaseLost(err) {
-		return
+	switch {
+	case r.leaseLost(err):
+	case err != nil:
+		r.repair()
+	default:
+		r.recordEnd(end, endSeq)
 	}
-	r.recordEnd(end, endSeq)
+}
+
+// The waits between a repair's attempts: doubling from the first to the
+// last.
+const (
+	firstRepairWait = 50 * time.Millisecond
+	lastRepairWait  = 5 * time.Second
+)
+
+// repair ends a run whose events the store stopped taking (it was
+// unreachable, or its disk was full) as recovery ends one a crash left:
+// once the store answers again, what the run opened is closed, its
+// dangling tool calls are answered from the log, and it ends interrupted.
+// The events the store acknowledged stay as they are. It tries again until
+// that is done, the lease is lost (the new owner recovers the run) or the
+// kernel closes (its next start does).
+func (r *runner) repair() {
+	r.log.Error("the store failed mid-run: the run ends interrupted once the store answers again")
+	wait := firstRepairWait
+	for {
+		err := r.repairOnce()
+		switch {
+		case err == nil:
+			r.log.Info("run ended after a store failure", "state", session.RunInterrupted)
+			return
+		case r.leaseLost(err), errors.Is(err, errdefs.ErrNotFound):
+			return
+		}
+		r.log.Warn("end the run after a store failure", "err", err, "retry_in", wait)
+		select {
+		case <-r.h.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, lastRepairWait)
+	}
+}
+
+// repairOnce ends the run from its stored record and its log.
+func (r *runner) repairOnce() error {
+	ctx := r.storeCtx()
+	stored, err := r.k.store.GetRun(ctx, r.run.SessionID, r.run.ID)
+	if err != nil {
+		return err
+	}
+	if stored.State.Terminal() {
+		return nil
+	}
+	if err := r.k.recoverRun(ctx, r.h.token, stored, storeFailedMessage); err != nil {
+		return err
+	}
+	*r.run, err = r.k.store.GetRun(ctx, r.run.SessionID, r.run.ID)
+	return err
 }
 
 // lateSteers returns the queued notices of the steers handed to the run

@@ -42,6 +42,9 @@ type held struct {
 	// started is set once the driver runs; a held session released before
 	// that ends the driver count hold took.
 	started atomic.Bool
+	// renewed is when (unix nanoseconds) the last acquire or renewal that
+	// succeeded was sent: the lease is sure to live a TTL from then.
+	renewed atomic.Int64
 
 	// Guarded by held.mu:
 	mu      sync.Mutex
@@ -121,6 +124,7 @@ func (o *owner) hold(ctx context.Context, id string) (h *held, fresh bool, err e
 			return nil, false, ctx.Err()
 		}
 	}
+	sent := time.Now()
 	token, err := o.k.store.AcquireLease(ctx, id, o.k.repl.Replica, o.k.repl.LeaseTTL)
 	if err != nil {
 		return nil, false, err
@@ -128,6 +132,7 @@ func (o *owner) hold(ctx context.Context, id string) (h *held, fresh bool, err e
 	hctx, stop := context.WithCancelCause(o.k.ctx)
 	h = &held{id: id, token: token, wake: make(chan struct{}, 1), ctx: hctx, stop: stop,
 		done: make(chan struct{}), known: make(map[string]bool)}
+	h.renewed.Store(sent.UnixNano())
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
@@ -286,15 +291,33 @@ func (o *owner) renewAll() {
 	}
 	o.mu.Unlock()
 	for _, h := range hs {
-		ctx, cancel := context.WithTimeout(o.k.ctx, o.k.repl.LeaseTTL/3)
-		err := o.k.store.RenewLease(ctx, h.id, h.token, o.k.repl.LeaseTTL)
-		cancel()
-		if errors.Is(err, session.ErrFenced) || errors.Is(err, errdefs.ErrNotFound) {
-			o.k.log.Warn("lease lost: stopping the session's runs without writing", "session", h.id)
-			h.stop(errLeaseLost)
-		} else if err != nil && o.k.ctx.Err() == nil {
-			o.k.log.Warn("renew lease", "session", h.id, "err", err)
-		}
+		o.renew(h)
+	}
+}
+
+// renew renews h's lease. When the store says the lease is gone, or the
+// lease may have expired because no renewal has succeeded for a whole
+// TTL (the store is unreachable, or this process was paused), the
+// session's runs stop without writing: another replica may own it by now.
+func (o *owner) renew(h *held) {
+	ttl := o.k.repl.LeaseTTL
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(o.k.ctx, ttl/3)
+	err := o.k.store.RenewLease(ctx, h.id, h.token, ttl)
+	cancel()
+	switch {
+	case err == nil:
+		h.renewed.Store(sent.UnixNano())
+	case errors.Is(err, session.ErrFenced), errors.Is(err, errdefs.ErrNotFound):
+		o.k.log.Warn("lease lost: stopping the session's runs without writing", "session", h.id)
+		h.stop(errLeaseLost)
+	case o.k.ctx.Err() != nil:
+	case time.Since(time.Unix(0, h.renewed.Load())) >= ttl:
+		o.k.log.Warn("lease not renewed within its TTL: stopping the session's runs without writing",
+			"session", h.id, "ttl", ttl, "err", err)
+		h.stop(errLeaseLost)
+	default:
+		o.k.log.Warn("renew lease", "session", h.id, "err", err)
 	}
 }
 

@@ -10,8 +10,12 @@ import (
 	"github.com/kerneld/kerneld/internal/session"
 )
 
-// interruptedMessage is the RUN_ERROR message of a run the process died under.
-const interruptedMessage = "the run was interrupted: kerneld stopped while it was running"
+// The RUN_ERROR messages of runs ended by recovery: one the process died
+// under, and one whose events the store stopped taking.
+const (
+	interruptedMessage = "the run was interrupted: kerneld stopped while it was running"
+	storeFailedMessage = "the run was interrupted: the store failed while it was running"
+)
 
 // Recover resolves the runs a crash or kill left running, in every session
 // no live replica holds. Each is finished from its own events: whatever it
@@ -100,7 +104,7 @@ func (k *Kernel) recoverRunning(ctx context.Context, h *held) (int, error) {
 		if ar := h.current(); ar != nil && ar.run.ID == r.ID {
 			continue // started by this replica, just now
 		}
-		err := k.recoverRun(ctx, h.token, r)
+		err := k.recoverRun(ctx, h.token, r, interruptedMessage)
 		if errors.Is(err, errdefs.ErrNotFound) {
 			continue // its session is gone
 		}
@@ -113,31 +117,33 @@ func (k *Kernel) recoverRunning(ctx context.Context, h *held) (int, error) {
 	return n, nil
 }
 
-// freeSession frees session id if its record says it is busy but no run
-// of it is unfinished: a crash between recording a run's end and its
-// session's lets the session think it is busy forever.
+// freeSession frees session id if its record says it is busy, or names an
+// active run, but no run of it is unfinished: a crash between recording a
+// run's end and its session's lets the session think it is busy forever.
 func (k *Kernel) freeSession(ctx context.Context, id string) error {
 	work, err := k.hasWork(ctx, id)
 	if err != nil || work {
 		return err
 	}
 	return k.updateSession(ctx, id, func(s *session.Session) error {
-		if s.State != session.StateRunning && s.State != session.StateWaitingInput {
+		busy := s.State == session.StateRunning || s.State == session.StateWaitingInput
+		if !busy && s.ActiveRunID == "" {
 			return errUnchanged
 		}
-		state := session.StateCompleted
-		if s.ActiveRunID != "" {
+		if busy {
+			s.State = session.StateCompleted
 			if r, err := k.store.GetRun(ctx, s.ID, s.ActiveRunID); err == nil && r.Error != nil {
-				state = session.StateError
+				s.State = session.StateError
 			}
 		}
-		s.ActiveRunID, s.State, s.UpdatedAt = "", state, k.now().UTC()
+		s.ActiveRunID, s.UpdatedAt = "", k.now().UTC()
 		return nil
 	})
 }
 
-// recoverRun finishes one run left running, under the lease token.
-func (k *Kernel) recoverRun(ctx context.Context, token int64, r session.Run) error {
+// recoverRun finishes one run left running, under the lease token; if it
+// has to end the run, message says why.
+func (k *Kernel) recoverRun(ctx context.Context, token int64, r session.Run, message string) error {
 	evs, err := k.runEvents(ctx, r)
 	if err != nil {
 		return err
@@ -148,7 +154,7 @@ func (k *Kernel) recoverRun(ctx context.Context, token int64, r session.Run) err
 		return err
 	}
 	end := ending{sessionState: session.StateError, runState: session.RunInterrupted,
-		runErr: &session.RunError{Code: session.ErrorCodeInterrupted, Message: interruptedMessage}}
+		runErr: &session.RunError{Code: session.ErrorCodeInterrupted, Message: message}}
 	if last := rp.terminal; last != nil {
 		end = endingOf(last) // it ended in the log; only its records are behind
 	} else if len(evs) > 0 {

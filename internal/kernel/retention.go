@@ -92,7 +92,11 @@ func (k *Kernel) Sweep(ctx context.Context) error {
 		return err
 	}
 	for _, s := range stale {
-		if err := k.deleteSession(ctx, s.ID, true); err != nil {
+		err := k.deleteSession(ctx, s.ID, true)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			continue // another replica's sweep got there first
+		}
+		if err != nil {
 			return err
 		}
 		k.log.Info("session deleted by retention", "session", s.ID)

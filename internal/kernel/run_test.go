@@ -41,6 +41,7 @@ func TestKernel_Run(t *testing.T) {
 	t.Run("accepts input right after RUN_FINISHED", testRunRightAfterEnd)
 	t.Run("history window never starts with a tool result", testRunHistoryWindow)
 	t.Run("store fails while starting", testRunStartFails)
+	t.Run("store fails mid-run", testRunStoreFailsMidRun)
 }
 
 // indexOf returns the index of the first event at or after from that
@@ -611,12 +612,14 @@ func msgRoles(msgs []llm.Message) []llm.Role {
 type flakyStore struct {
 	*memory.Store
 	failAppends atomic.Bool
+	refused     atomic.Int64 // appends failed
 }
 
 var errDiskFull = errors.New("disk full")
 
 func (s *flakyStore) AppendEvents(ctx context.Context, token int64, evs []session.Event) error {
 	if s.failAppends.Load() {
+		s.refused.Add(1)
 		return errDiskFull
 	}
 	return s.Store.AppendEvents(ctx, token, evs)
@@ -649,4 +652,46 @@ func testRunStartFails(t *testing.T) {
 	evs := logOf(t, k.Kernel, s.ID)
 	checkLog(t, s.ID, evs)
 	checkHistory(t, historyOf(t, k.Kernel, s.ID))
+}
+
+// testRunStoreFailsMidRun makes the store refuse a streaming run's events
+// for a while. Once it takes them again, the run must end interrupted as
+// recovery ends one: every event acknowledged before the failure kept, the
+// log closed and valid, the session free for the next run.
+func testRunStoreFailsMidRun(t *testing.T) {
+	store := &flakyStore{Store: memory.New()}
+	k, rec := newKernel(t, kerneltest.Options{Store: store})
+	s := mustSession(t, k.Kernel, "slow")
+	run := mustRun(t, k.Kernel, s.ID, "hi")
+	require.Eventually(t, func() bool {
+		return len(runEvents(rec.Events(s.ID), run.ID)) >= 5
+	}, waitTimeout, time.Millisecond)
+	store.failAppends.Store(true)
+	require.Eventually(t, func() bool { return store.refused.Load() >= 2 }, waitTimeout, time.Millisecond,
+		"the run did not try again to end itself")
+	seen := rec.Events(s.ID)
+	got, err := k.GetRun(t.Context(), s.ID, run.ID)
+	require.NoError(t, err)
+	assert.False(t, got.State.Terminal(), "the run was recorded %s while the store refused its end", got.State)
+	store.failAppends.Store(false)
+
+	got = waitRun(t, k.Kernel, rec, s.ID, run.ID)
+	assert.Equal(t, session.RunInterrupted, got.State)
+	evs := logOf(t, k.Kernel, s.ID)
+	checkLog(t, s.ID, evs)
+	require.GreaterOrEqual(t, len(evs), len(seen))
+	for i, ev := range seen {
+		assert.Equal(t, ev.Seq, evs[i].Seq, "event %d the observers saw", i)
+		assert.Equal(t, ev.Type, evs[i].Type, "event %d the observers saw", i)
+	}
+	end := evs[len(evs)-1]
+	require.Equal(t, session.EventRunError, end.Type)
+	assert.Equal(t, "interrupted", end.Member("code"))
+	assert.Contains(t, end.Member("message"), "the store failed")
+	assert.Equal(t, end.Seq, got.EndSeq)
+	checkHistory(t, historyOf(t, k.Kernel, s.ID))
+
+	next := runToEnd(t, k.Kernel, rec, s.ID, "again")
+	assert.Equal(t, session.RunSucceeded, next.State)
+	checkLog(t, s.ID, logOf(t, k.Kernel, s.ID))
 }

@@ -412,18 +412,27 @@ func (k *Kernel) updateRun(ctx context.Context, r *session.Run, change func(*ses
 
 // saveRun stores r, the run's owner's copy: its state, times, usage and
 // seqs. Requests from other replicas write only CancelRequested and
-// Decisions, so when one got there first those are kept and r is saved
-// again.
+// Decisions, so when one got there first those are taken from the store
+// and r is saved again. Only those fields and Version of r are written:
+// the run's tool calls read the others meanwhile.
 func (k *Kernel) saveRun(ctx context.Context, r *session.Run) error {
-	mine := *r
-	return k.updateRun(ctx, r, func(cur *session.Run) error {
-		keep := cur.CancelRequested || mine.CancelRequested
-		decisions := cur.Decisions
-		version := cur.Version
-		*cur = mine.Clone()
-		cur.CancelRequested, cur.Decisions, cur.Version = keep, decisions, version
-		return nil
-	})
+	for {
+		err := k.store.UpdateRun(ctx, *r)
+		if err == nil {
+			r.Version++
+			k.changes.notify(r.SessionID)
+			return nil
+		}
+		if !errors.Is(err, session.ErrStale) {
+			return fmt.Errorf("update run: %w", err)
+		}
+		cur, err := k.store.GetRun(ctx, r.SessionID, r.ID)
+		if err != nil {
+			return fmt.Errorf("get run: %w", err)
+		}
+		r.Version, r.Decisions = cur.Version, cur.Decisions
+		r.CancelRequested = r.CancelRequested || cur.CancelRequested
+	}
 }
 
 // GetRun returns one run of a session.

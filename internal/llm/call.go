@@ -128,34 +128,3 @@ func (p CallPolicy) delay(err error, retry int) (time.Duration, bool) {
 	// a random rest, so clients that failed together do not retry together.
 	return d/2 + rand.N(d/2+1), true
 }
-
-// Events is a streamed response as the model SDKs return it: Next moves to
-// the next event and Current returns it; Err says why the stream ended
-// early and Close ends it.
-type Events[T any] interface {
-	Next() bool
-	Current() T
-	Err() error
-	Close() error
-}
-
-// ReadEvents hands each event to handle, in order, then closes events. It
-// returns handle's first error. When the stream fails it returns ctx's
-// error if ctx has ended, so that Do can tell a caller who left from an
-// attempt that ran out of time, and otherwise what classify makes of the
-// stream's error.
-func ReadEvents[T any](ctx context.Context, events Events[T], handle func(T) error, classify func(error) error) error {
-	defer func() { _ = events.Close() }() // closing ends the HTTP stream; nothing to report
-	for events.Next() {
-		if err := handle(events.Current()); err != nil {
-			return err
-		}
-	}
-	if err := events.Err(); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return classify(err)
-	}
-	return nil
-}

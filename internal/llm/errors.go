@@ -105,8 +105,9 @@ func Retryable(err error) bool {
 
 // TransportError classifies a failure that is not an error response from
 // the API. A network failure or a body cut short becomes a
-// *ConnectionError; malformed JSON a plain error. Anything else is reported
-// without its text, which may come from a library that quotes the response.
+// *ConnectionError; malformed JSON, or an event stream line too long to
+// read, a *ResponseError. Anything else is reported without its text,
+// which may come from a library that quotes the response.
 func TransportError(provider string, err error) error {
 	if ue, ok := errors.AsType[*url.Error](err); ok {
 		err = ue.Err // its text repeats the URL; the cause is what matters
@@ -115,7 +116,7 @@ func TransportError(provider string, err error) error {
 	var typ *json.UnmarshalTypeError
 	var netErr net.Error
 	switch {
-	case errors.As(err, &syntax), errors.As(err, &typ):
+	case errors.As(err, &syntax), errors.As(err, &typ), errors.Is(err, ErrSSETooLong):
 		return &ResponseError{Provider: provider, Problem: "malformed response: " + err.Error()}
 	case errors.As(err, &netErr), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return &ConnectionError{Provider: provider, Err: errors.New("connection failed: " + err.Error())}

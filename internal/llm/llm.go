@@ -1,12 +1,14 @@
 // Package llm is the provider-neutral vocabulary between the kernel and
 // model adapters: Request, Message, Chunk and the Provider interface every
 // adapter (llm/openai, llm/anthropic, llm/scripted) implements, plus what
-// the network adapters share: the retry and timeout policy of a call and
-// the reading of its event stream, the classification and cleaning of
-// provider errors, and the decoding and checking of the model block.
+// the network adapters share: the retry and timeout policy of a call, its
+// HTTP exchange and the reading of its server-sent event stream, the
+// classification and cleaning of provider errors, and the decoding and
+// checking of the model block.
 //
-// Adapters own their wire formats and HTTP; nothing here talks to a
-// network.
+// Adapters own their wire formats: the request bodies they send and the
+// events they read. The HTTP exchange of an attempt (Endpoint) is shared,
+// so both send, cancel and classify failures the same way.
 package llm
 
 import (

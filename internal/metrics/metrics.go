@@ -24,7 +24,6 @@ type Metrics struct {
 	events          *prometheus.CounterVec
 	runsStarted     prometheus.Counter
 	runsEnded       *prometheus.CounterVec
-	activeRuns      prometheus.Gauge
 	sessionsCreated prometheus.Counter
 	sessionsDeleted prometheus.Counter
 	storeLatency    *prometheus.HistogramVec
@@ -46,9 +45,6 @@ func New() *Metrics {
 		runsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kerneld_runs_ended_total", Help: "Runs ended, by outcome (success, cancelled, or the RUN_ERROR code).",
 		}, []string{"outcome"}),
-		activeRuns: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "kerneld_runs_active", Help: "Runs executing now.",
-		}),
 		sessionsCreated: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kerneld_sessions_created_total", Help: "Sessions created.",
 		}),
@@ -68,7 +64,7 @@ func New() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.025, 2, 12),
 		}, []string{"provider"}),
 	}
-	m.reg.MustRegister(m.events, m.runsStarted, m.runsEnded, m.activeRuns, m.sessionsCreated, m.sessionsDeleted,
+	m.reg.MustRegister(m.events, m.runsStarted, m.runsEnded, m.sessionsCreated, m.sessionsDeleted,
 		m.storeLatency, m.providerCall, m.providerFirst,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -85,7 +81,15 @@ func (m *Metrics) GaugeFunc(name, help string, f func() float64) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 }
 
-// ObserveEvents implements kernel.Observer.
+// CounterFunc registers a counter whose value is read at scrape time,
+// e.g. the connections refused so far.
+func (m *Metrics) CounterFunc(name, help string, f func() float64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
+}
+
+// ObserveEvents implements kernel.Observer. It counts events and run
+// starts and ends; how many runs are active is the kernel's to say (see
+// kernel.Stats): counted from events it would drift on every restart.
 func (m *Metrics) ObserveEvents(evs []session.Event) {
 	for i := range evs {
 		ev := &evs[i]
@@ -93,13 +97,10 @@ func (m *Metrics) ObserveEvents(evs []session.Event) {
 		switch ev.Type {
 		case session.EventRunStarted:
 			m.runsStarted.Inc()
-			m.activeRuns.Inc()
 		case session.EventRunFinished:
-			m.activeRuns.Dec()
 			outcome, _ := ev.Fields()["outcome"].(map[string]any)["type"].(string)
 			m.runsEnded.WithLabelValues(outcome).Inc()
 		case session.EventRunError:
-			m.activeRuns.Dec()
 			m.runsEnded.WithLabelValues(ev.Member("code")).Inc()
 		}
 	}

@@ -45,7 +45,6 @@ func TestMetrics(t *testing.T) {
 		`kerneld_runs_started_total 3`,
 		`kerneld_runs_ended_total{outcome="success"} 1`,
 		`kerneld_runs_ended_total{outcome="model_error"} 1`,
-		`kerneld_runs_active 1`,
 		`kerneld_sessions_created_total 1`,
 		`kerneld_streams_open 7`,
 		`kerneld_provider_call_seconds_count{provider="fake",result="ok"} 1`,

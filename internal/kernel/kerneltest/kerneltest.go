@@ -131,6 +131,8 @@ type Options struct {
 	Store     kernel.Store // nil means a fresh memory store
 	Now       func() time.Time
 	Retention kernel.Retention
+	// Replication makes the kernel one of several replicas sharing Store.
+	Replication kernel.Replication
 	// Providers adds model providers to the scripted one, for testing a
 	// real provider client inside a real kernel.
 	Providers map[string]llm.Factory
@@ -157,7 +159,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 	}
 	k, err := kernel.New(kernel.Config{
 		Agents: registry, Tools: reg, Store: opts.Store, Observers: opts.Observers,
-		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention,
+		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention, Replication: opts.Replication,
 	})
 	if err != nil {
 		tb.Fatalf("new kernel: %v", err)

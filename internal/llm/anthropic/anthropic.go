@@ -1,7 +1,8 @@
 // Package anthropic is the llm.Provider for Anthropic's Messages API. It
-// streams through the official anthropic-sdk-go and maps kerneld's
-// requests and chunks to that wire format: text, tool use, extended
-// thinking and usage.
+// sends one streamed request per attempt (POST {base_url}/v1/messages
+// with "stream": true) with net/http and reads the events of its stream,
+// mapping kerneld's requests and chunks to that wire format: text, tool
+// use, extended thinking and usage.
 //
 // It owns that mapping and nothing else: it must not know about sessions,
 // events or how tools run, and the errors it returns must be safe to show a
@@ -16,15 +17,18 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/anthropics/anthropic-sdk-go"
-	"github.com/anthropics/anthropic-sdk-go/option"
-
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/llm"
 )
 
 // providerName prefixes every error, so a client knows which API failed.
 const providerName = "anthropic"
+
+// defaultBaseURL is Anthropic's API, used when the agent sets no base_url.
+const defaultBaseURL = "https://api.anthropic.com"
+
+// apiVersion is the version of the Messages API kerneld speaks.
+const apiVersion = "2023-06-01"
 
 // defaultMaxTokens is max_tokens when the agent sets none; the Messages
 // API requires one.
@@ -36,7 +40,7 @@ const minThinkingBudget = 1024
 // Client streams messages for one agent's model block. Its configuration
 // is immutable after New and it is safe for concurrent use.
 type Client struct {
-	messages       anthropic.MessageService
+	endpoint       *llm.Endpoint // {base_url}/v1/messages
 	model          string
 	temperature    *float64
 	maxTokens      int
@@ -58,6 +62,9 @@ var _ llm.Provider = (*Client)(nil)
 //	timeout: 120s          # per attempt: the request and its whole stream
 //	max_retries: 3         # on 429, 5xx, overload and connection errors, before any output
 //	thinking_budget: 2048  # enable extended thinking with this many tokens (>= 1024, < max_tokens)
+//
+// The client reads nothing from the environment (no ANTHROPIC_* variables):
+// the agent file alone configures it.
 func New(cfg llm.ModelConfig) (llm.Provider, error) {
 	if strings.TrimSpace(cfg.Name) == "" {
 		return nil, errdefs.Invalid("name", "required")
@@ -77,8 +84,7 @@ func New(cfg llm.ModelConfig) (llm.Provider, error) {
 	if cfg.APIKey == "" {
 		return nil, llm.MissingAPIKey("")
 	}
-	return &Client{
-		messages:       anthropic.NewClient(clientOptions(cfg)...).Messages,
+	c := &Client{
 		model:          cfg.Name,
 		temperature:    cfg.Temperature,
 		maxTokens:      maxTokens,
@@ -86,7 +92,23 @@ func New(cfg llm.ModelConfig) (llm.Provider, error) {
 		apiKey:         cfg.APIKey,
 		policy:         policy,
 		thinking:       newThinkingCache(thinkingCacheSize),
-	}, nil
+	}
+	c.endpoint = &llm.Endpoint{
+		Provider: providerName,
+		URL:      strings.TrimRight(cmp.Or(cfg.BaseURL, defaultBaseURL), "/") + "/v1/messages",
+		Header: http.Header{
+			"Content-Type":      {"application/json"},
+			"Accept":            {"text/event-stream"},
+			"X-Api-Key":         {cfg.APIKey},
+			"Anthropic-Version": {apiVersion},
+		},
+		Client:       &http.Client{},
+		Secret:       cfg.APIKey,
+		ErrorMessage: errorMessage,
+		StreamError:  c.streamError,
+		Expected:     "the Messages API (https://api.anthropic.com or a proxy of it)",
+	}
+	return c, nil
 }
 
 // checkThinking validates thinking_budget against the API's rules: at
@@ -105,39 +127,24 @@ func checkThinking(budget, maxTokens int, temperature *float64) error {
 	return nil
 }
 
-// clientOptions configures the SDK from the model block alone, without
-// the ANTHROPIC_* variables and profile files the SDK would otherwise read.
-// The SDK's own retries are off; llm.CallPolicy retries, and only before
-// output started.
-func clientOptions(cfg llm.ModelConfig) []option.RequestOption {
-	opts := []option.RequestOption{
-		option.WithoutEnvironmentDefaults(),
-		option.WithHTTPClient(&http.Client{}),
-		option.WithAPIKey(cfg.APIKey),
-		option.WithMaxRetries(0),
-	}
-	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
-	}
-	return opts
-}
-
 // Stream implements llm.Provider: it sends req as one streamed message and
-// emits its thinking, text, tool-use pieces and, last, its usage.
+// emits its thinking, text, tool-use pieces and, last, its usage. A
+// success that is not labelled an event stream is read as one all the
+// same, and explained when it held no event.
 func (c *Client) Stream(ctx context.Context, req llm.Request, emit func(llm.Chunk) error) error {
-	params, err := c.params(req)
+	body, err := c.body(req)
 	if err != nil {
 		return err
 	}
 	return c.policy.Do(ctx, providerName, emit, func(ctx context.Context, emit func(llm.Chunk) error) error {
-		return c.attempt(ctx, params, emit)
+		return c.attempt(ctx, body, emit)
 	})
 }
 
 // attempt sends the request once and reads its stream to the end.
-func (c *Client) attempt(ctx context.Context, params anthropic.MessageNewParams, emit func(llm.Chunk) error) error {
-	r := newReader(emit)
-	if err := llm.ReadEvents(ctx, c.messages.NewStreaming(ctx, params), r.event, c.classify); err != nil {
+func (c *Client) attempt(ctx context.Context, body []byte, emit func(llm.Chunk) error) error {
+	r := newReader(emit, c.streamError)
+	if err := c.endpoint.Stream(ctx, body, r.event); err != nil {
 		return err
 	}
 	if err := r.end(); err != nil {

@@ -2,17 +2,10 @@ package anthropic
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
-	"time"
-
-	"github.com/anthropics/anthropic-sdk-go"
 
 	"github.com/kerneld/kerneld/internal/llm"
 )
-
-// statusOverloaded is Anthropic's status for an overloaded API.
-const statusOverloaded = 529
 
 // statusOfType gives the HTTP status an error type stands for, for errors
 // the API sends inside a stream that began 200 OK. An unknown type counts
@@ -27,51 +20,38 @@ var statusOfType = map[string]int{
 	"rate_limit_error":      http.StatusTooManyRequests,
 	"api_error":             http.StatusInternalServerError,
 	"timeout_error":         http.StatusGatewayTimeout,
-	"overloaded_error":      statusOverloaded,
+	"overloaded_error":      529,
 }
 
-// classify turns a failed stream into an error safe to show. The SDK's
-// *anthropic.Error quotes the raw body in its text, so only its status,
-// type and the message inside the body are used.
-func (c *Client) classify(err error) error {
-	ae, ok := errors.AsType[*anthropic.Error](err)
-	if !ok {
-		return llm.TransportError(providerName, err)
-	}
-	status := ae.StatusCode
-	if status < 400 {
-		status = statusOfType[string(ae.Type())]
-		if status == 0 {
-			status = http.StatusInternalServerError
-		}
-	}
-	e := &llm.APIError{Provider: providerName, StatusCode: status, Status: statusText(status),
-		Message: llm.SafeMessage(errorMessage(ae.RawJSON()), c.apiKey)}
-	if ae.StatusCode >= 400 && ae.Response != nil {
-		e.RetryAfter, _ = llm.RetryAfter(ae.Response.Header.Get, time.Now())
-	}
-	return e
+// errorBody is the body of an error response and the data of an error
+// event: {"type": "error", "error": {"type": "...", "message": "..."}}.
+type errorBody struct {
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
 }
 
-// errorMessage returns the message of an error body,
-// {"type": "error", "error": {"type": "...", "message": "..."}}, or "" for
-// any other body: raw bodies are never shown.
-func errorMessage(raw string) string {
-	var body struct {
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
+// streamError maps an error the API sent inside a 200 response, as an
+// error event or as the body, to the status its type stands for, so that
+// an overloaded API is retried and a refused request is not.
+func (c *Client) streamError(data []byte) error {
+	var body errorBody
+	_ = json.Unmarshal(data, &body) // a body of another shape is a server error without a message
+	status := statusOfType[body.Error.Type]
+	if status == 0 {
+		status = http.StatusInternalServerError
 	}
-	if json.Unmarshal([]byte(raw), &body) != nil {
+	return &llm.APIError{Provider: providerName, StatusCode: status, Status: llm.StatusText(status),
+		Message: llm.SafeMessage(body.Error.Message, c.apiKey)}
+}
+
+// errorMessage returns the message of an error body, or "" for any other
+// body: raw bodies are never shown.
+func errorMessage(body []byte) string {
+	var b errorBody
+	if json.Unmarshal(body, &b) != nil {
 		return ""
 	}
-	return body.Error.Message
-}
-
-// statusText is http.StatusText with Anthropic's 529.
-func statusText(status int) string {
-	if status == statusOverloaded {
-		return "Overloaded"
-	}
-	return http.StatusText(status)
+	return b.Error.Message
 }

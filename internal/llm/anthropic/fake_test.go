@@ -41,6 +41,18 @@ func stream(events ...string) llmtest.Reply {
 	}
 }
 
+// unnamed is stream without the "event:" lines, as a proxy that keeps only
+// the data lines sends it.
+func unnamed(events ...string) llmtest.Reply {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range events {
+			_, _ = io.WriteString(w, "data: "+ev+"\n\n")
+			w.(http.Flusher).Flush()
+		}
+	}
+}
+
 // eventType finds an event's type in its data, even in malformed data.
 var eventType = regexp.MustCompile(`^\{"type": ?"([a-z_]+)"`)
 

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/anthropics/anthropic-sdk-go"
-
 	"github.com/kerneld/kerneld/internal/llm"
 )
 
@@ -14,29 +12,99 @@ import (
 // which the Messages API requires.
 const continuation = "(earlier conversation omitted)"
 
-// params maps req to a streamed Messages request.
-func (c *Client) params(req llm.Request) (anthropic.MessageNewParams, error) {
+// The request body of a streamed message: the members kerneld sends, as
+// the Messages API names them.
+type (
+	messagesRequest struct {
+		Model       string          `json:"model"`
+		MaxTokens   int             `json:"max_tokens"`
+		System      []textBlock     `json:"system,omitempty"`
+		Messages    []message       `json:"messages"`
+		Tools       []tool          `json:"tools,omitempty"`
+		Temperature *float64        `json:"temperature,omitempty"`
+		Thinking    *thinkingConfig `json:"thinking,omitempty"`
+		Stream      bool            `json:"stream"`
+	}
+	message struct {
+		Role    string         `json:"role"` // user or assistant
+		Content []contentBlock `json:"content"`
+	}
+	tool struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		InputSchema json.RawMessage `json:"input_schema"`
+	}
+	thinkingConfig struct {
+		Type         string `json:"type"` // "enabled"
+		BudgetTokens int    `json:"budget_tokens"`
+	}
+)
+
+// contentBlock is one block of a message's content: a textBlock,
+// toolUseBlock, toolResultBlock, thinkingBlock or redactedThinkingBlock.
+type contentBlock any
+
+type (
+	textBlock struct {
+		Type string `json:"type"` // "text"
+		Text string `json:"text"`
+	}
+	toolUseBlock struct {
+		Type  string          `json:"type"` // "tool_use"
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"` // a JSON object
+	}
+	toolResultBlock struct {
+		Type      string `json:"type"` // "tool_result"
+		ToolUseID string `json:"tool_use_id"`
+		// Content is left out for an empty result: the API rejects empty
+		// text blocks.
+		Content []textBlock `json:"content,omitempty"`
+		IsError bool        `json:"is_error,omitempty"`
+	}
+	// thinkingBlock and redactedThinkingBlock go back to the API exactly
+	// as it sent them; it checks the signature.
+	thinkingBlock struct {
+		Type      string `json:"type"` // "thinking"
+		Thinking  string `json:"thinking"`
+		Signature string `json:"signature"`
+	}
+	redactedThinkingBlock struct {
+		Type string `json:"type"` // "redacted_thinking"
+		Data string `json:"data"`
+	}
+)
+
+func newTextBlock(s string) textBlock { return textBlock{Type: "text", Text: s} }
+
+// body returns the JSON body of req's streamed message.
+func (c *Client) body(req llm.Request) ([]byte, error) {
 	tools, err := toolParams(req.Tools)
 	if err != nil {
-		return anthropic.MessageNewParams{}, err
+		return nil, err
 	}
 	think := c.thinkingBudget > 0 && c.canThink(req.Messages)
-	p := anthropic.MessageNewParams{
-		Model:     anthropic.Model(cmp.Or(req.Model, c.model)),
-		MaxTokens: int64(cmp.Or(req.MaxTokens, c.maxTokens)),
+	r := messagesRequest{
+		Model:     cmp.Or(req.Model, c.model),
+		MaxTokens: cmp.Or(req.MaxTokens, c.maxTokens),
 		Messages:  c.history(req.Messages, think),
 		Tools:     tools,
+		Stream:    true,
 	}
 	if req.System != "" {
-		p.System = []anthropic.TextBlockParam{{Text: req.System}}
+		r.System = []textBlock{newTextBlock(req.System)}
 	}
-	switch t := cmp.Or(req.Temperature, c.temperature); {
-	case think:
-		p.Thinking = anthropic.ThinkingConfigParamOfEnabled(int64(c.thinkingBudget))
-	case t != nil:
-		p.Temperature = anthropic.Float(*t)
+	if think {
+		r.Thinking = &thinkingConfig{Type: "enabled", BudgetTokens: c.thinkingBudget}
+	} else {
+		r.Temperature = cmp.Or(req.Temperature, c.temperature)
 	}
-	return p, nil
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, errorf("encode request: %w", err) // cannot happen: its raw members are checked JSON objects
+	}
+	return b, nil
 }
 
 // canThink reports whether thinking may be enabled for this request. With
@@ -66,36 +134,36 @@ func (c *Client) canThink(msgs []llm.Message) bool {
 // the same role is merged too. A tool result whose call is not in the
 // preceding assistant message is dropped, since the API rejects it, and a
 // history that does not start with a user message gets one.
-func (c *Client) history(msgs []llm.Message, think bool) []anthropic.MessageParam {
+func (c *Client) history(msgs []llm.Message, think bool) []message {
 	b := &historyBuilder{}
 	for _, m := range msgs {
 		switch m.Role {
 		case llm.RoleAssistant:
-			b.add(anthropic.MessageParamRoleAssistant, c.assistantBlocks(m, think)...)
+			b.add("assistant", c.assistantBlocks(m, think)...)
 			b.calls = toolCallIDs(m)
 		case llm.RoleTool:
 			if b.calls[m.ToolCallID] {
-				b.add(anthropic.MessageParamRoleUser, toolResult(m))
+				b.add("user", toolResult(m))
 			}
 		default:
-			b.add(anthropic.MessageParamRoleUser, textBlocks(m.Content)...)
+			b.add("user", textBlocks(m.Content)...)
 			b.calls = nil
 		}
 	}
-	if len(b.out) == 0 || b.out[0].Role != anthropic.MessageParamRoleUser {
-		first := anthropic.NewUserMessage(anthropic.NewTextBlock(continuation))
-		b.out = append([]anthropic.MessageParam{first}, b.out...)
+	if len(b.out) == 0 || b.out[0].Role != "user" {
+		first := message{Role: "user", Content: []contentBlock{newTextBlock(continuation)}}
+		b.out = append([]message{first}, b.out...)
 	}
 	return b.out
 }
 
 // historyBuilder accumulates messages, merging same-role neighbours.
 type historyBuilder struct {
-	out   []anthropic.MessageParam
+	out   []message
 	calls map[string]bool // tool calls of the latest assistant message
 }
 
-func (b *historyBuilder) add(role anthropic.MessageParamRole, blocks ...anthropic.ContentBlockParamUnion) {
+func (b *historyBuilder) add(role string, blocks ...contentBlock) {
 	if len(blocks) == 0 {
 		return
 	}
@@ -103,53 +171,57 @@ func (b *historyBuilder) add(role anthropic.MessageParamRole, blocks ...anthropi
 		b.out[n-1].Content = append(b.out[n-1].Content, blocks...)
 		return
 	}
-	b.out = append(b.out, anthropic.MessageParam{Role: role, Content: blocks})
+	b.out = append(b.out, message{Role: role, Content: blocks})
 }
 
 // assistantBlocks maps an assistant message: the thinking that led to its
 // tool calls (when thinking is on and they are at hand), its text, and a
 // tool_use block per call.
-func (c *Client) assistantBlocks(m llm.Message, think bool) []anthropic.ContentBlockParamUnion {
-	var blocks []anthropic.ContentBlockParamUnion
+func (c *Client) assistantBlocks(m llm.Message, think bool) []contentBlock {
+	var blocks []contentBlock
 	if think && len(m.ToolCalls) > 0 {
 		blocks, _ = c.thinking.get(m.ToolCalls[0].ID)
 	}
 	blocks = append(blocks, textBlocks(m.Content)...)
 	for _, tc := range m.ToolCalls {
-		blocks = append(blocks, anthropic.NewToolUseBlock(tc.ID, toolInput(tc.Arguments), tc.Name))
+		blocks = append(blocks, toolUseBlock{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: toolInput(tc.Arguments)})
 	}
 	return blocks
 }
 
+// emptyObject is the input of a call without valid arguments.
+var emptyObject = json.RawMessage("{}")
+
 // toolInput returns a call's arguments as the JSON object tool_use.input
 // must be, or {} when they are not one.
 func toolInput(args string) json.RawMessage {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(args), &obj); err != nil || obj == nil {
-		return json.RawMessage("{}")
+	if !isObject([]byte(args)) {
+		return emptyObject
 	}
 	return json.RawMessage(args)
 }
 
-// toolResult maps a tool message. An empty result has no content block:
-// the API rejects empty text blocks.
-func toolResult(m llm.Message) anthropic.ContentBlockParamUnion {
-	r := anthropic.ToolResultBlockParam{ToolUseID: m.ToolCallID}
+// isObject reports whether raw is a JSON object.
+func isObject(raw []byte) bool {
+	var obj map[string]json.RawMessage
+	return json.Unmarshal(raw, &obj) == nil && obj != nil
+}
+
+// toolResult maps a tool message.
+func toolResult(m llm.Message) contentBlock {
+	r := toolResultBlock{Type: "tool_result", ToolUseID: m.ToolCallID, IsError: m.IsError}
 	if m.Content != "" {
-		r.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: m.Content}}}
+		r.Content = []textBlock{newTextBlock(m.Content)}
 	}
-	if m.IsError {
-		r.IsError = anthropic.Bool(true)
-	}
-	return anthropic.ContentBlockParamUnion{OfToolResult: &r}
+	return r
 }
 
 // textBlocks returns a text block for s, or none when s is blank.
-func textBlocks(s string) []anthropic.ContentBlockParamUnion {
+func textBlocks(s string) []contentBlock {
 	if strings.TrimSpace(s) == "" {
 		return nil
 	}
-	return []anthropic.ContentBlockParamUnion{anthropic.NewTextBlock(s)}
+	return []contentBlock{newTextBlock(s)}
 }
 
 // toolCallIDs returns the set of an assistant message's tool call ids.
@@ -161,47 +233,36 @@ func toolCallIDs(m llm.Message) map[string]bool {
 	return ids
 }
 
-// toolParams maps tool definitions: the JSON Schema's properties and
-// required go to their fields, every other keyword along with them.
-func toolParams(tools []llm.Tool) ([]anthropic.ToolUnionParam, error) {
-	var out []anthropic.ToolUnionParam
+// toolParams maps tool definitions. input_schema is the tool's JSON Schema
+// with "type": "object", which the API requires; a tool without
+// parameters takes an empty object.
+func toolParams(tools []llm.Tool) ([]tool, error) {
+	var out []tool
 	for _, t := range tools {
-		var schema map[string]any
-		if len(t.Parameters) > 0 {
-			if err := json.Unmarshal(t.Parameters, &schema); err != nil || schema == nil {
-				return nil, errorf("tool %q: parameters are not a JSON Schema object", t.Name)
-			}
+		schema, err := inputSchema(t.Parameters)
+		if err != nil {
+			return nil, errorf("tool %q: parameters are not a JSON Schema object", t.Name)
 		}
-		in := anthropic.ToolInputSchemaParam{Properties: schema["properties"]}
-		for k, v := range schema {
-			switch k {
-			case "type", "properties":
-			case "required":
-				in.Required = stringList(v)
-			default:
-				if in.ExtraFields == nil {
-					in.ExtraFields = make(map[string]any)
-				}
-				in.ExtraFields[k] = v
-			}
-		}
-		tp := &anthropic.ToolParam{Name: t.Name, InputSchema: in}
-		if t.Description != "" {
-			tp.Description = anthropic.String(t.Description)
-		}
-		out = append(out, anthropic.ToolUnionParam{OfTool: tp})
+		out = append(out, tool{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}
 	return out, nil
 }
 
-// stringList returns the strings of a decoded JSON array.
-func stringList(v any) []string {
-	items, _ := v.([]any)
-	out := make([]string, 0, len(items))
-	for _, it := range items {
-		if s, ok := it.(string); ok {
-			out = append(out, s)
+// objectType is the "type" member of every input_schema.
+var objectType = json.RawMessage(`"object"`)
+
+// inputSchema returns params, a JSON Schema object, with "type": "object".
+func inputSchema(params json.RawMessage) (json.RawMessage, error) {
+	schema := map[string]json.RawMessage{}
+	if len(params) > 0 {
+		schema = nil
+		if err := json.Unmarshal(params, &schema); err != nil || schema == nil {
+			return nil, errorf("not a JSON object")
+		}
+		if string(schema["type"]) == string(objectType) {
+			return params, nil
 		}
 	}
-	return out
+	schema["type"] = objectType
+	return json.Marshal(schema)
 }

@@ -48,6 +48,17 @@ func TestClient_Stream_Failures(t *testing.T) {
 			WantRequests: 1, WantText: "Hel", WantErr: "anthropic: 529 Overloaded: Overloaded", WantRetry: true},
 		{Name: "malformed event", Replies: []llmtest.Reply{stream(messageStart(3), `{"type":"content_block_start","index":0,`), ok},
 			WantRequests: 1, WantErr: "anthropic: malformed response: unexpected end of JSON input"},
+		{Name: "200 with a JSON error is retried as its type says",
+			Replies:      []llmtest.Reply{llmtest.Status(200, nil, apiError("overloaded_error", "Overloaded")), ok},
+			WantRequests: 2, WantText: "Hello"},
+		{Name: "200 with a JSON error shows its message",
+			Replies:      []llmtest.Reply{llmtest.Status(200, nil, apiError("invalid_request_error", "messages: at least one message is required")), ok},
+			WantRequests: 1, WantErr: "anthropic: 400 Bad Request: messages: at least one message is required"},
+		{Name: "a whole message instead of a stream is explained",
+			Replies: []llmtest.Reply{llmtest.Status(200, nil, `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"Hello"}],`+
+				`"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`), ok},
+			WantRequests: 1, WantErr: `anthropic: the server answered 200 with "application/json" instead of an event stream; ` +
+				"check that its base URL is the Messages API (https://api.anthropic.com or a proxy of it)"},
 		{Name: "refusal", Replies: []llmtest.Reply{stream(messageStart(3), textStart(0), textDelta(0, "I"), blockStop(0), messageDelta("refusal", 1), messageStop)},
 			WantRequests: 1, WantText: "I", WantErr: "anthropic: the model declined to answer (stop_reason refusal)"},
 	})
@@ -66,6 +77,10 @@ func TestClient_Stream_RetryAfter(t *testing.T) {
 		WantRequests: 2, WantErr: "anthropic: 429 Too Many Requests: Number of request tokens has exceeded your per-minute rate limit", WantRetry: true,
 	}})
 }
+
+// TestClient_Stream_StreamTimeout: the timeout bounds a stream that never
+// ends, not only the wait for its headers.
+func TestClient_Stream_StreamTimeout(t *testing.T) { adapter.CheckStreamTimeout(t) }
 
 // TestClient_Stream_Cancel: cancelling ctx stops the stream at once; the
 // server sees the connection close.

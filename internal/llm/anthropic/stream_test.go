@@ -2,6 +2,7 @@ package anthropic_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -71,11 +72,56 @@ func TestClient_Stream_WireFormats(t *testing.T) {
 			Want: llmtest.Result{Text: "Done.", Usage: &llm.Usage{InputTokens: 10, OutputTokens: 9}},
 		},
 		{
+			Name: "events without event: lines",
+			Reply: unnamed(messageStart(3), textStart(0), ping, textDelta(0, "Hi"), blockStop(0),
+				messageDelta("end_turn", 1), messageStop),
+			Want: llmtest.Result{Text: "Hi", Usage: &llm.Usage{InputTokens: 3, OutputTokens: 1}},
+		},
+		{
+			Name: "input of a megabyte in one delta",
+			Reply: stream(messageStart(10), toolStart(0, "toolu_big", "write_file"), inputDelta(0, bigInput), blockStop(0),
+				messageDelta("tool_use", 5), messageStop),
+			Want: llmtest.Result{
+				Calls: []llmtest.Call{{ID: "toolu_big", Name: "write_file", Args: bigInput}},
+				Usage: &llm.Usage{InputTokens: 10, OutputTokens: 5},
+			},
+		},
+		{
+			Name: "cached input tokens count as input",
+			Reply: stream(`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],`+
+				`"model":"claude-sonnet-4-5","usage":{"input_tokens":5,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":1}}}`,
+				textStart(0), textDelta(0, "ok"), blockStop(0), messageDelta("end_turn", 2), messageStop),
+			Want: llmtest.Result{Text: "ok", Usage: &llm.Usage{InputTokens: 2105, OutputTokens: 2}},
+		},
+		{
 			Name: "max_tokens reached is a short answer",
 			Reply: stream(messageStart(5), textStart(0), textDelta(0, "Once upon"), blockStop(0),
 				messageDelta("max_tokens", 2), messageStop),
 			Want: llmtest.Result{Text: "Once upon", Usage: &llm.Usage{InputTokens: 5, OutputTokens: 2}},
 		},
+	})
+}
+
+// bigInput is a tool call's input of over a megabyte, far longer than the
+// buffer lines are read into.
+var bigInput = `{"path":"notes.txt","content":"` + strings.Repeat("All work and no play. ", 50_000) + `"}`
+
+// TestClient_Stream_Framing: however the server frames the stream on the
+// wire (lines split over reads, CRLF or CR line endings), the client puts
+// the same message together.
+func TestClient_Stream_Framing(t *testing.T) {
+	reply := stream(messageStart(30), thinkingStart(0), thinkingDelta(0, "Hm."), signatureDelta(0, signature), blockStop(0),
+		textStart(1), ping, textDelta(1, "Checking "), textDelta(1, "both."), blockStop(1),
+		toolStart(2, "toolu_1", "get_weather"), inputDelta(2, `{"location":`), inputDelta(2, `"Paris"}`), blockStop(2),
+		toolStart(3, "toolu_2", "get_weather"), inputDelta(3, `{"location":"Rome"}`), blockStop(3),
+		messageDelta("tool_use", 60), messageStop)
+	adapter.CheckFraming(t, reply, llmtest.Result{
+		Text: "Checking both.", Reasoning: "Hm.",
+		Calls: []llmtest.Call{
+			{ID: "toolu_1", Name: "get_weather", Args: `{"location":"Paris"}`},
+			{ID: "toolu_2", Name: "get_weather", Args: `{"location":"Rome"}`},
+		},
+		Usage: &llm.Usage{InputTokens: 30, OutputTokens: 60},
 	})
 }
 
@@ -121,7 +167,9 @@ func TestClient_Stream_Request(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, "/v1/messages", got[0].Path)
 	assert.Equal(t, testKey, got[0].Header.Get("X-Api-Key"))
-	assert.NotEmpty(t, got[0].Header.Get("Anthropic-Version"))
+	assert.Equal(t, "2023-06-01", got[0].Header.Get("Anthropic-Version"))
+	assert.Equal(t, "application/json", got[0].Header.Get("Content-Type"))
+	assert.Empty(t, got[0].Header.Get("Authorization"))
 	assert.JSONEq(t, `{
 		"model": "claude-sonnet-4-5",
 		"stream": true,

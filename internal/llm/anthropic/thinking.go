@@ -3,8 +3,6 @@ package anthropic
 import (
 	"slices"
 	"sync"
-
-	"github.com/anthropics/anthropic-sdk-go"
 )
 
 // thinkingCacheSize bounds the responses whose thinking is kept. A tool
@@ -20,16 +18,16 @@ const thinkingCacheSize = 1024
 type thinkingCache struct {
 	mu     sync.Mutex
 	max    int
-	blocks map[string][]anthropic.ContentBlockParamUnion
+	blocks map[string][]contentBlock
 	order  []string // keys, oldest first
 }
 
 func newThinkingCache(size int) *thinkingCache {
-	return &thinkingCache{max: size, blocks: make(map[string][]anthropic.ContentBlockParamUnion)}
+	return &thinkingCache{max: size, blocks: make(map[string][]contentBlock)}
 }
 
 // put remembers the thinking of a response that made the tool calls ids.
-func (c *thinkingCache) put(ids []string, blocks []anthropic.ContentBlockParamUnion) {
+func (c *thinkingCache) put(ids []string, blocks []contentBlock) {
 	if len(ids) == 0 || len(blocks) == 0 {
 		return
 	}
@@ -46,7 +44,7 @@ func (c *thinkingCache) put(ids []string, blocks []anthropic.ContentBlockParamUn
 }
 
 // get returns a copy of the thinking that led to the tool call id.
-func (c *thinkingCache) get(id string) ([]anthropic.ContentBlockParamUnion, bool) {
+func (c *thinkingCache) get(id string) ([]contentBlock, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b, ok := c.blocks[id]

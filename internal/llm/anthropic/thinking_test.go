@@ -1,6 +1,7 @@
 package anthropic_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -74,4 +75,37 @@ func TestClient_Stream_NoThinking(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, s.Requests()[0].Body, "thinking")
 	assert.InDelta(t, 1000, s.Requests()[0].Body["max_tokens"], 0)
+}
+
+// TestClient_Stream_RedactedThinking: redacted thinking is not shown, but
+// goes back with the tool results as it came, after any thinking block
+// before it and ahead of the tool call, as the API requires.
+func TestClient_Stream_RedactedThinking(t *testing.T) {
+	s := llmtest.NewServer(t,
+		stream(messageStart(50), thinkingStart(0), signatureDelta(0, signature), blockStop(0),
+			`{"type":"content_block_start","index":1,"content_block":{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix"}}`, blockStop(1),
+			toolStart(2, "toolu_t", "current_time"), inputDelta(2, "{}"), blockStop(2), messageDelta("tool_use", 40), messageStop),
+		textReply("It is noon.", 80, 10))
+	p := mustClient(t, s, map[string]any{"thinking_budget": 2048})
+
+	first, err := llmtest.Collect(t, p, llm.Request{Messages: afterTool[:1]})
+	require.NoError(t, err)
+	assert.Empty(t, first.Reasoning)
+	_, err = llmtest.Collect(t, p, llm.Request{Messages: afterTool})
+	require.NoError(t, err)
+
+	got := s.Requests()
+	require.Len(t, got, 2)
+	assert.JSONEq(t, `{"role":"assistant","content":[
+		{"type":"thinking","thinking":"","signature":"`+signature+`"},
+		{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix"},
+		{"type":"tool_use","id":"toolu_t","name":"current_time","input":{}}
+	]}`, string(mustJSON(t, got[1].Body["messages"].([]any)[1])))
+}
+
+func mustJSON(tb testing.TB, v any) []byte {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(tb, err)
+	return b
 }

@@ -2,7 +2,8 @@
 // (llm/openai, llm/anthropic): a scripted HTTP server that records what it
 // receives, a collector that puts a streamed response back together, and
 // checks of the behaviour every network provider must have, run against a
-// provider's real SDK client over real HTTP.
+// provider's real client over real HTTP, however the server frames its
+// event stream on the wire.
 //
 // It knows no wire format: each provider's tests build the replies in their
 // own API's format and hand them in. It must not be imported outside tests.

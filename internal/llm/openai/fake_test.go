@@ -49,6 +49,18 @@ func streamAs(contentType string, events ...string) llmtest.Reply {
 	}
 }
 
+// named is stream with an "event:" line before each data line, as some
+// compatible servers and proxies send.
+func named(name string, events ...string) llmtest.Reply {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range events {
+			_, _ = io.WriteString(w, "event: "+name+"\n")
+			writeEvent(w, ev)
+		}
+	}
+}
+
 func writeEvent(w http.ResponseWriter, ev string) {
 	if strings.HasPrefix(ev, ":") {
 		_, _ = io.WriteString(w, ev+"\n\n")

@@ -1,7 +1,9 @@
 // Package openai is the llm.Provider for OpenAI's Chat Completions API and
 // the servers that speak it: with base_url set, Ollama, vLLM, the llama.cpp
-// server, LM Studio and others. It streams through the official openai-go
-// SDK and maps kerneld's requests and chunks to that wire format.
+// server, LM Studio and others. It sends one streamed request per attempt
+// (POST {base_url}/chat/completions with "stream": true) with net/http and
+// reads the chunks of its event stream, mapping kerneld's requests and
+// chunks to that wire format.
 //
 // It owns that mapping and nothing else: it must not know about sessions,
 // events or how tools run, and the errors it returns must be safe to show a
@@ -17,9 +19,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/llm"
 )
@@ -27,10 +26,13 @@ import (
 // providerName prefixes every error, so a client knows which API failed.
 const providerName = "openai"
 
+// defaultBaseURL is OpenAI's own API, used when the agent sets no base_url.
+const defaultBaseURL = "https://api.openai.com/v1"
+
 // Client streams chat completions for one agent's model block. It is
 // immutable after New and safe for concurrent use.
 type Client struct {
-	chat        openai.ChatCompletionService
+	endpoint    *llm.Endpoint // {base_url}/chat/completions
 	model       string
 	temperature *float64
 	maxTokens   int
@@ -53,6 +55,9 @@ var _ llm.Provider = (*Client)(nil)
 //
 //	timeout: 120s      # per attempt: the request and its whole stream
 //	max_retries: 3     # on 429, 5xx and connection errors, before any output
+//
+// The client reads nothing from the environment (no OPENAI_* variables):
+// the agent file alone configures it.
 func New(cfg llm.ModelConfig) (llm.Provider, error) {
 	if strings.TrimSpace(cfg.Name) == "" {
 		return nil, errdefs.Invalid("name", "required")
@@ -67,34 +72,35 @@ func New(cfg llm.ModelConfig) (llm.Provider, error) {
 	if cfg.APIKey == "" && cfg.BaseURL == "" {
 		return nil, llm.MissingAPIKey("model.base_url")
 	}
-	return &Client{
-		chat:        openai.NewChatCompletionService(clientOptions(cfg)...),
+	c := &Client{
 		model:       cfg.Name,
 		temperature: cfg.Temperature,
 		maxTokens:   cfg.MaxTokens,
 		compatible:  isCompatible(cfg.BaseURL),
 		apiKey:      cfg.APIKey,
 		policy:      policy,
-	}, nil
+	}
+	c.endpoint = &llm.Endpoint{
+		Provider:     providerName,
+		URL:          strings.TrimRight(cmp.Or(cfg.BaseURL, defaultBaseURL), "/") + "/chat/completions",
+		Header:       header(cfg.APIKey),
+		Client:       &http.Client{},
+		Secret:       cfg.APIKey,
+		ErrorMessage: errorMessage,
+		StreamError:  c.streamError,
+		Expected:     "a Chat Completions API that supports streaming",
+	}
+	return c, nil
 }
 
-// clientOptions configures the SDK from the model block alone: the
-// service is built without openai.NewClient, so OPENAI_* variables of the
-// process cannot override the agent file. The SDK's own retries are off;
-// llm.CallPolicy retries, and only before output started.
-func clientOptions(cfg llm.ModelConfig) []option.RequestOption {
-	opts := []option.RequestOption{
-		option.WithHTTPClient(&http.Client{}),
-		option.WithEnvironmentProduction(),
-		option.WithMaxRetries(0),
+// header returns the headers of every request: a bearer token when there
+// is a key (local servers need none).
+func header(apiKey string) http.Header {
+	h := http.Header{"Content-Type": {"application/json"}, "Accept": {"text/event-stream"}}
+	if apiKey != "" {
+		h.Set("Authorization", "Bearer "+apiKey)
 	}
-	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
-	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
-	}
-	return opts
+	return h
 }
 
 // openaiHost is OpenAI's own API.
@@ -108,28 +114,23 @@ func isCompatible(baseURL string) bool {
 
 // Stream implements llm.Provider: it sends req as one streamed chat
 // completion and emits its reasoning, text, tool-call pieces and, last,
-// its usage.
+// its usage. A success that is not labelled an event stream is read as
+// one all the same, and explained when it held no event.
 func (c *Client) Stream(ctx context.Context, req llm.Request, emit func(llm.Chunk) error) error {
-	params, err := c.params(req)
+	body, err := c.body(req)
 	if err != nil {
 		return err
 	}
 	return c.policy.Do(ctx, providerName, emit, func(ctx context.Context, emit func(llm.Chunk) error) error {
-		return c.attempt(ctx, params, emit)
+		return c.attempt(ctx, body, emit)
 	})
 }
 
 // attempt sends the request once and reads its stream to the end.
-func (c *Client) attempt(ctx context.Context, params openai.ChatCompletionNewParams, emit func(llm.Chunk) error) error {
-	var rec responseRecord
-	stream := c.chat.NewStreaming(ctx, params, option.WithMiddleware(rec.middleware))
-	r := newReader(emit)
-	classify := func(err error) error { return c.classify(err, &rec) }
-	if err := llm.ReadEvents(ctx, stream, r.chunk, classify); err != nil {
+func (c *Client) attempt(ctx context.Context, body []byte, emit func(llm.Chunk) error) error {
+	r := newReader(emit, c.streamError)
+	if err := c.endpoint.Stream(ctx, body, r.event); err != nil {
 		return err
-	}
-	if rec.notStream != nil && r.empty() {
-		return c.notStreamError(&rec)
 	}
 	return r.end()
 }

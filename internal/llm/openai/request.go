@@ -5,55 +5,102 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/shared"
-
 	"github.com/kerneld/kerneld/internal/llm"
 )
 
-// params maps req to a streamed chat completion request: the system prompt
-// first, then the history, the tools, and the sampling settings, asking
-// for usage in the stream's last chunk.
-func (c *Client) params(req llm.Request) (openai.ChatCompletionNewParams, error) {
-	tools, err := toolParams(req.Tools)
-	if err != nil {
-		return openai.ChatCompletionNewParams{}, err
+// The request body of a streamed chat completion: the members kerneld
+// sends, as the Chat Completions API names them.
+type (
+	chatRequest struct {
+		Model    string        `json:"model"`
+		Messages []chatMessage `json:"messages"`
+		// Tools is left out when empty: OpenAI rejects an empty list.
+		Tools               []chatTool    `json:"tools,omitempty"`
+		Temperature         *float64      `json:"temperature,omitempty"`
+		MaxTokens           int           `json:"max_tokens,omitempty"`
+		MaxCompletionTokens int           `json:"max_completion_tokens,omitempty"`
+		Stream              bool          `json:"stream"`
+		StreamOptions       streamOptions `json:"stream_options"`
 	}
-	p := openai.ChatCompletionNewParams{
+	// streamOptions asks for the usage, in a last chunk without choices.
+	streamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
+	}
+	chatMessage struct {
+		Role string `json:"role"`
+		// Content is nil only for an assistant message that just calls
+		// tools, which OpenAI sends without content.
+		Content    *string        `json:"content,omitempty"`
+		ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
+		ToolCallID string         `json:"tool_call_id,omitempty"`
+	}
+	chatToolCall struct {
+		ID       string       `json:"id"`
+		Type     string       `json:"type"` // "function"
+		Function chatFunction `json:"function"`
+	}
+	chatFunction struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"` // JSON text
+	}
+	chatTool struct {
+		Type     string       `json:"type"` // "function"
+		Function toolFunction `json:"function"`
+	}
+	toolFunction struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters"`
+	}
+)
+
+// body returns the JSON body of req's streamed chat completion: the
+// system prompt first, then the history, the tools, and the sampling
+// settings, asking for usage in the stream's last chunk.
+func (c *Client) body(req llm.Request) ([]byte, error) {
+	tools, err := chatTools(req.Tools)
+	if err != nil {
+		return nil, err
+	}
+	r := chatRequest{
 		Model:         c.modelFor(req),
 		Messages:      messages(req),
 		Tools:         tools,
-		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
-	}
-	if t := cmp.Or(req.Temperature, c.temperature); t != nil {
-		p.Temperature = openai.Float(*t)
+		Temperature:   cmp.Or(req.Temperature, c.temperature),
+		Stream:        true,
+		StreamOptions: streamOptions{IncludeUsage: true},
 	}
 	if n := cmp.Or(req.MaxTokens, c.maxTokens); n > 0 {
 		if c.compatible {
-			p.MaxTokens = openai.Int(int64(n))
+			r.MaxTokens = n
 		} else {
-			p.MaxCompletionTokens = openai.Int(int64(n))
+			r.MaxCompletionTokens = n
 		}
 	}
-	return p, nil
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, errorf("encode request: %w", err) // cannot happen: its raw members are checked JSON objects
+	}
+	return b, nil
 }
 
 // messages maps the system prompt and the history.
-func messages(req llm.Request) []openai.ChatCompletionMessageParamUnion {
-	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(req.Messages)+1)
+func messages(req llm.Request) []chatMessage {
+	out := make([]chatMessage, 0, len(req.Messages)+1)
 	if req.System != "" {
-		out = append(out, openai.SystemMessage(req.System))
+		out = append(out, chatMessage{Role: "system", Content: &req.System})
 	}
-	for _, m := range req.Messages {
+	for i := range req.Messages {
+		m := &req.Messages[i]
 		switch m.Role {
 		case llm.RoleAssistant:
 			out = append(out, assistantMessage(m))
 		case llm.RoleTool:
 			// Chat Completions has no error flag on a tool result; the
 			// kernel's error results already say "error: ...".
-			out = append(out, openai.ToolMessage(m.Content, m.ToolCallID))
+			out = append(out, chatMessage{Role: "tool", Content: &m.Content, ToolCallID: m.ToolCallID})
 		default:
-			out = append(out, openai.UserMessage(m.Content))
+			out = append(out, chatMessage{Role: "user", Content: &m.Content})
 		}
 	}
 	return out
@@ -61,43 +108,46 @@ func messages(req llm.Request) []openai.ChatCompletionMessageParamUnion {
 
 // assistantMessage maps an assistant message with its tool calls. Content
 // is left out when the message only calls tools, as OpenAI sends it.
-func assistantMessage(m llm.Message) openai.ChatCompletionMessageParamUnion {
-	var a openai.ChatCompletionAssistantMessageParam
+func assistantMessage(m *llm.Message) chatMessage {
+	out := chatMessage{Role: "assistant"}
 	if m.Content != "" || len(m.ToolCalls) == 0 {
-		a.Content.OfString = openai.String(m.Content)
+		out.Content = &m.Content
 	}
 	for _, tc := range m.ToolCalls {
 		args := tc.Arguments
 		if strings.TrimSpace(args) == "" {
 			args = "{}"
 		}
-		a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-			OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-				ID:       tc.ID,
-				Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: args},
-			},
+		out.ToolCalls = append(out.ToolCalls, chatToolCall{
+			ID: tc.ID, Type: "function", Function: chatFunction{Name: tc.Name, Arguments: args},
 		})
 	}
-	return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}
+	return out
 }
 
-// toolParams maps tool definitions to function tools; nil for none, since
-// OpenAI rejects an empty tools list.
-func toolParams(tools []llm.Tool) ([]openai.ChatCompletionToolUnionParam, error) {
-	var out []openai.ChatCompletionToolUnionParam
+// emptySchema is the parameters of a tool that declares none.
+var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// chatTools maps tool definitions to function tools; nil for none.
+func chatTools(tools []llm.Tool) ([]chatTool, error) {
+	var out []chatTool
 	for _, t := range tools {
-		schema := shared.FunctionParameters{"type": "object", "properties": map[string]any{}}
+		schema := emptySchema
 		if len(t.Parameters) > 0 {
-			schema = nil
-			if err := json.Unmarshal(t.Parameters, &schema); err != nil || schema == nil {
+			if !isObject(t.Parameters) {
 				return nil, errorf("tool %q: parameters are not a JSON Schema object", t.Name)
 			}
+			schema = t.Parameters
 		}
-		fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: schema}
-		if t.Description != "" {
-			fn.Description = openai.String(t.Description)
-		}
-		out = append(out, openai.ChatCompletionFunctionTool(fn))
+		out = append(out, chatTool{Type: "function", Function: toolFunction{
+			Name: t.Name, Description: t.Description, Parameters: schema,
+		}})
 	}
 	return out, nil
+}
+
+// isObject reports whether raw is a JSON object.
+func isObject(raw json.RawMessage) bool {
+	var obj map[string]json.RawMessage
+	return json.Unmarshal(raw, &obj) == nil && obj != nil
 }

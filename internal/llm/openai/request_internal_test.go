@@ -10,11 +10,11 @@ import (
 	"github.com/kerneld/kerneld/internal/llm"
 )
 
-// TestClient_params_MaxTokens: OpenAI itself gets max_completion_tokens,
+// TestClient_body_MaxTokens: OpenAI itself gets max_completion_tokens,
 // which its reasoning models require; other servers get max_tokens, which
 // they all know. The OpenAI path cannot be reached from a test server, so
 // this checks the request body directly.
-func TestClient_params_MaxTokens(t *testing.T) {
+func TestClient_body_MaxTokens(t *testing.T) {
 	tests := []struct {
 		baseURL, want, absent string
 	}{
@@ -26,9 +26,7 @@ func TestClient_params_MaxTokens(t *testing.T) {
 		t.Run(tt.baseURL, func(t *testing.T) {
 			p, err := New(llm.ModelConfig{Name: "gpt-5", BaseURL: tt.baseURL, APIKey: "k", MaxTokens: 512})
 			require.NoError(t, err)
-			params, err := p.(*Client).params(llm.Request{})
-			require.NoError(t, err)
-			b, err := json.Marshal(params)
+			b, err := p.(*Client).body(llm.Request{})
 			require.NoError(t, err)
 			var body map[string]any
 			require.NoError(t, json.Unmarshal(b, &body))

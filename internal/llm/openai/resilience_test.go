@@ -61,6 +61,11 @@ func TestClient_Stream_Failures(t *testing.T) {
 		{Name: "a stream labelled otherwise still streams",
 			Replies:      []llmtest.Reply{streamAs("text/plain; charset=utf-8", roleChunk(), textChunk("Hello"), finishChunk("stop"), done)},
 			WantRequests: 1, WantText: "Hello"},
+		{Name: "an event named error",
+			Replies:      []llmtest.Reply{named("error", `{"message":"Upstream request timed out"}`), ok},
+			WantRequests: 1, WantErr: "openai: error: Upstream request timed out"},
+		{Name: "an error event without an object", Replies: []llmtest.Reply{stream(roleChunk(), `{"error":"Model crashed","choices":"none"}`)},
+			WantRequests: 1, WantErr: "openai: error: Model crashed"},
 		{Name: "content filter", Replies: []llmtest.Reply{stream(roleChunk(), textChunk("I"), finishChunk("content_filter"), done)},
 			WantRequests: 1, WantText: "I", WantErr: "openai: the response was stopped by the content filter"},
 	})
@@ -92,6 +97,10 @@ func TestClient_Stream_RetryAfter(t *testing.T) {
 		WantRequests: 2, WantErr: "openai: 429 Too Many Requests: Rate limit reached for gpt-4o-mini", WantRetry: true,
 	}})
 }
+
+// TestClient_Stream_StreamTimeout: the timeout bounds a stream that never
+// ends, not only the wait for its headers.
+func TestClient_Stream_StreamTimeout(t *testing.T) { adapter.CheckStreamTimeout(t) }
 
 // TestClient_Stream_Cancel: cancelling ctx stops the stream at once; the
 // server sees the connection close.

@@ -2,6 +2,7 @@ package openai_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -96,10 +97,51 @@ func TestClient_Stream_WireFormats(t *testing.T) {
 			Want: llmtest.Result{Text: "Hi!", Reasoning: "Hmm."},
 		},
 		{
+			Name: "named events (event: lines before data)",
+			Reply: named("completion", roleChunk(), textChunk("Hi"), textChunk(" there"), finishChunk("stop"),
+				usageChunk(4, 2), done),
+			Want: llmtest.Result{Text: "Hi there", Usage: &llm.Usage{InputTokens: 4, OutputTokens: 2}},
+		},
+		{
+			Name:  "nothing after [DONE] is read",
+			Reply: stream(roleChunk(), textChunk("ok"), finishChunk("stop"), done, textChunk("late"), "not JSON"),
+			Want:  llmtest.Result{Text: "ok"},
+		},
+		{
+			Name: "a whole call of a megabyte in one line (Ollama)",
+			Reply: stream(
+				chunk(`{"role":"assistant","content":"","tool_calls":[{"id":"call_big","type":"function","function":{"name":"write_file","arguments":`+
+					jsonString(bigArgs)+`}}]}`, ""),
+				finishChunk("tool_calls"), done,
+			),
+			Want: llmtest.Result{Calls: []llmtest.Call{{ID: "call_big", Name: "write_file", Args: bigArgs}}},
+		},
+		{
 			Name:  "max_tokens reached is a short answer",
 			Reply: stream(roleChunk(), textChunk("Once upon"), finishChunk("length"), usageChunk(5, 2), done),
 			Want:  llmtest.Result{Text: "Once upon", Usage: &llm.Usage{InputTokens: 5, OutputTokens: 2}},
 		},
+	})
+}
+
+// bigArgs is a tool call's arguments of over a megabyte, far longer than
+// the buffer lines are read into.
+var bigArgs = `{"path":"notes.txt","content":"` + strings.Repeat("All work and no play. ", 50_000) + `"}`
+
+// TestClient_Stream_Framing: however the server frames the stream on the
+// wire (lines split over reads, CRLF or CR line endings), the client puts
+// the same completion together.
+func TestClient_Stream_Framing(t *testing.T) {
+	reply := stream(": keep-alive", roleChunk(), chunk(`{"content":null,"reasoning_content":"Hm."}`, ""),
+		textChunk("Let me check."), callStart(0, "call_1", "current_time"), callArgs(0, `{"timezone":`), callArgs(0, `"UTC"}`),
+		callStart(1, "call_2", "memory_get"), callArgs(1, `{"key":"name"}`), finishChunk("tool_calls"), usageChunk(12, 8), done)
+	adapter.CheckFraming(t, reply, llmtest.Result{
+		Text: "Let me check.", Reasoning: "Hm.",
+		Calls: []llmtest.Call{
+			{ID: "call_1", Name: "current_time", Args: `{"timezone":"UTC"}`},
+			{ID: "call_2", Name: "memory_get", Args: `{"key":"name"}`},
+		},
+		Usage: &llm.Usage{InputTokens: 12, OutputTokens: 8},
 	})
 }
 
@@ -145,6 +187,8 @@ func TestClient_Stream_Request(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, "/v1/chat/completions", got[0].Path)
 	assert.Equal(t, "Bearer "+testKey, got[0].Header.Get("Authorization"))
+	assert.Equal(t, "application/json", got[0].Header.Get("Content-Type"))
+	assert.Equal(t, "text/event-stream", got[0].Header.Get("Accept"))
 	assert.JSONEq(t, `{
 		"model": "gpt-4o-mini",
 		"stream": true,

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# make cluster: the topology of deploy/compose.yaml as local processes, for
+# trying several replicas without Docker: one Redis (append-only file on)
+# and three kerneld replicas on loopback. Ctrl-C stops them all.
+#
+#   CLUSTER_REDIS_PORT (6390) and CLUSTER_PORTS ("8081 8082 8083") move them.
+#   Logs, and Redis' files, are in deploy/cluster/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+redis_port=${CLUSTER_REDIS_PORT:-6390}
+ports=${CLUSTER_PORTS:-8081 8082 8083}
+dir=deploy/cluster
+mkdir -p "$dir"
+
+if ! command -v redis-server >/dev/null; then
+	echo "make cluster needs redis-server (Debian: apt-get install redis-server)" >&2
+	exit 1
+fi
+[ -x bin/kerneld ] || { echo "bin/kerneld is missing: run make build" >&2; exit 1; }
+
+pids=()
+stop() {
+	trap - INT TERM EXIT
+	[ ${#pids[@]} -eq 0 ] || kill -TERM "${pids[@]}" 2>/dev/null || true
+	wait 2>/dev/null || true
+}
+trap stop INT TERM EXIT
+
+redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir" --appendonly yes --save '' \
+	--logfile redis.log &
+pids+=($!)
+for _ in $(seq 50); do
+	redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
+	sleep 0.1
+done
+redis-cli -p "$redis_port" ping >/dev/null || { echo "redis-server did not start; see $dir/redis.log" >&2; exit 1; }
+
+i=0
+for port in $ports; do
+	i=$((i + 1))
+	bin/kerneld -config configs/kerneld.yaml --store redis --redis-url "redis://127.0.0.1:$redis_port/0" \
+		--addr "127.0.0.1:$port" --replica "replica-$i" >"$dir/replica-$i.log" 2>&1 &
+	pids+=($!)
+done
+for port in $ports; do
+	for _ in $(seq 100); do
+		curl -fs "127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	curl -fs "127.0.0.1:$port/readyz" >/dev/null || { echo "the replica on port $port did not start; see $dir/" >&2; exit 1; }
+done
+
+echo "Redis on 127.0.0.1:$redis_port; kerneld replicas on:"
+for port in $ports; do echo "  http://127.0.0.1:$port"; done
+echo "Any replica serves any session. Logs in $dir/. Ctrl-C stops the cluster."
+wait -n "${pids[@]}" || true
+echo "a process of the cluster exited; stopping the others" >&2

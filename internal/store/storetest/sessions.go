@@ -176,11 +176,7 @@ func testSessionListFilters(t *testing.T, st kernel.Store) {
 	c1 := mustCreateSession(t, st, childOf(parent), func(s *session.Session) { s.State = session.StateRunning })
 	c2 := mustCreateSession(t, st, childOf(parent), func(s *session.Session) { s.Agent, s.State = "coder", session.StateClosed })
 
-	tests := []struct {
-		name string
-		q    kernel.SessionQuery
-		want []session.Session
-	}{
+	tests := []listing{
 		{"no filter", kernel.SessionQuery{}, []session.Session{c2, c1, s3, s2, parent}},
 		{"tenant", kernel.SessionQuery{Tenant: "acme"}, []session.Session{c2, c1, s2, parent}},
 		{"other tenant", kernel.SessionQuery{Tenant: "other"}, []session.Session{s3}},
@@ -192,12 +188,26 @@ func testSessionListFilters(t *testing.T, st kernel.Store) {
 		{"filter and after", kernel.SessionQuery{ParentID: parent.ID, After: cursorOf(c2)}, []session.Session{c1}},
 		{"filter and limit", kernel.SessionQuery{Agent: "helper", Limit: 2}, []session.Session{c1, s3}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := st.ListSessions(t.Context(), tt.q)
+	checkListings(t, st, tests)
+}
+
+// listing is a listing and the sessions it must return, in order.
+type listing struct {
+	name string
+	q    kernel.SessionQuery
+	want []session.Session
+}
+
+// checkListings requires each listing to return its sessions, every field
+// as stored.
+func checkListings(t *testing.T, st kernel.Store, listings []listing) {
+	t.Helper()
+	for _, l := range listings {
+		t.Run(l.name, func(t *testing.T) {
+			got, err := st.ListSessions(t.Context(), l.q)
 			require.NoError(t, err)
-			assert.Equal(t, sessionIDs(tt.want), sessionIDs(got))
-			assert.Equal(t, normAll(tt.want, normSession), normAll(got, normSession))
+			assert.Equal(t, sessionIDs(l.want), sessionIDs(got))
+			assert.Equal(t, normAll(l.want, normSession), normAll(got, normSession))
 		})
 	}
 }
@@ -319,11 +329,7 @@ func testSessionListMetadata(t *testing.T, st kernel.Store) {
 	eqValue := mustCreateSession(t, st, createdAt(7), md("a", "b=c", "x", "y:1"))
 	empty := mustCreateSession(t, st, createdAt(8), md("flag", "", "ünï", "ç ö"))
 
-	tests := []struct {
-		name string
-		q    kernel.SessionQuery
-		want []session.Session
-	}{
+	tests := []listing{
 		{"one entry", kernel.SessionQuery{Metadata: map[string]string{"user": "alice"}}, []session.Session{other, alice2, alice}},
 		{"two entries", kernel.SessionQuery{Metadata: map[string]string{"user": "alice", "team": "core"}}, []session.Session{alice}},
 		{"entries no session has together", kernel.SessionQuery{Metadata: map[string]string{"user": "bob", "team": "web"}}, nil},
@@ -342,14 +348,7 @@ func testSessionListMetadata(t *testing.T, st kernel.Store) {
 		{"empty map means no filter", kernel.SessionQuery{Metadata: map[string]string{}},
 			[]session.Session{empty, eqValue, eqKey, none, other, alice2, bob, alice}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := st.ListSessions(t.Context(), tt.q)
-			require.NoError(t, err)
-			assert.Equal(t, sessionIDs(tt.want), sessionIDs(got))
-			assert.Equal(t, normAll(tt.want, normSession), normAll(got, normSession))
-		})
-	}
+	checkListings(t, st, tests)
 }
 
 func testSessionListMetadataUpdate(t *testing.T, st kernel.Store) {

@@ -47,7 +47,7 @@ func (s *Store) UpdateSession(ctx context.Context, sess session.Session) error {
 		}
 		return rec.update(sess)
 	})
-	if err == errMoved {
+	if errors.Is(err, errMoved) {
 		return s.updateMoved(sess)
 	}
 	return err

@@ -154,14 +154,15 @@ func requireHeld(t *testing.T, err error) {
 	requireErr(t, err, errdefs.ErrConflict, "lease_held")
 }
 
-// waitAcquire acquires session id's lease for holder with ttl as soon as
-// the lease held now expires, polling until expiryWait has passed.
-func waitAcquire(t *testing.T, st kernel.Store, id, holder string, ttl time.Duration) int64 {
+// waitAcquire acquires session id's lease for "replica-b", for a minute,
+// as soon as the lease held now expires, polling until expiryWait has
+// passed.
+func waitAcquire(t *testing.T, st kernel.Store, id string) int64 {
 	t.Helper()
 	var token int64
 	poll(t, "the lease of "+id+" to expire", func() bool {
 		var err error
-		token, err = st.AcquireLease(t.Context(), id, holder, ttl)
+		token, err = st.AcquireLease(t.Context(), id, "replica-b", time.Minute)
 		if err != nil {
 			requireHeld(t, err)
 		}
@@ -213,7 +214,7 @@ func testLeaseRenew(t *testing.T, st kernel.Store) {
 
 	// Renewing to a short ttl makes the lease expire soon after.
 	require.NoError(t, st.RenewLease(ctx, s.ID, token, shortTTL))
-	next := waitAcquire(t, st, s.ID, "replica-b", time.Minute)
+	next := waitAcquire(t, st, s.ID)
 	assert.Greater(t, next, token)
 	requireFenced(t, st.RenewLease(ctx, s.ID, token, time.Minute))
 }
@@ -240,7 +241,7 @@ func testLeaseExpiry(t *testing.T, st kernel.Store) {
 	ctx := t.Context()
 	s := mustCreateSession(t, st)
 	first := mustAcquire(t, st, s.ID, "replica-a", shortTTL)
-	second := waitAcquire(t, st, s.ID, "replica-b", time.Minute)
+	second := waitAcquire(t, st, s.ID)
 	assert.Greater(t, second, first)
 	requireFenced(t, st.RenewLease(ctx, s.ID, first, time.Minute))
 	_, err := st.AcquireLease(ctx, s.ID, "replica-a", time.Minute)
@@ -327,7 +328,7 @@ func testLeaseFencedAfterTakeOver(t *testing.T, st kernel.Store) {
 	require.NoError(t, st.AppendEvents(ctx, old, newEvents(s.ID, 0, 1)))
 	require.NoError(t, st.AppendMessages(ctx, old, newMessage(s.ID, "first")))
 
-	next := waitAcquire(t, st, s.ID, "replica-b", time.Minute)
+	next := waitAcquire(t, st, s.ID)
 	evs := newEvents(s.ID, 1, 2)
 	requireFenced(t, st.AppendEvents(ctx, old, evs))
 	assert.Equal(t, []int64{0, 0}, seqs(evs), "seqs of a fenced batch")
@@ -401,7 +402,7 @@ func testLeaseTakeOverRace(t *testing.T, st kernel.Store) {
 			accepted++
 		}
 	}()
-	b := waitAcquire(t, st, s.ID, "replica-b", time.Minute)
+	b := waitAcquire(t, st, s.ID)
 	evs := make([]session.Event, 5)
 	for i := range evs {
 		evs[i] = session.TextMessageContent("b", "token")

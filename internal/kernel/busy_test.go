@@ -306,8 +306,11 @@ func TestKernel_BusyUnderLoad(t *testing.T) {
 	wg.Wait()
 	runs := waitIdle(t, k.Kernel, s.ID)
 	for _, r := range runs {
-		assert.Contains(t, []session.RunState{session.RunSucceeded, session.RunInterrupted}, r.State,
-			"run %s (%q) was stopped only by an interrupt, if at all", r.ID, r.Input)
+		assert.Contains(t, []session.RunState{session.RunSucceeded, session.RunInterrupted, session.RunSteered}, r.State,
+			"run %s (%q) was stopped only by an interrupt, if at all, or joined another as a steer", r.ID, r.Input)
+		if r.State == session.RunSteered {
+			assert.NotEmpty(t, r.SteeredInto, "steered run %s names no run it joined", r.ID)
+		}
 	}
 	assert.NotEqual(t, session.StateRunning, mustGet(t, k.Kernel, s.ID).State)
 

@@ -117,7 +117,7 @@ func benchCreateConcurrent(b *testing.B, callers, appenders int) {
 	ctx := b.Context()
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := sqlite.CPUTime()
+	cpu, wait := sqlite.CPUTime(), sqlite.RunQueueWait()
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Go(func() {
@@ -134,6 +134,7 @@ func benchCreateConcurrent(b *testing.B, callers, appenders int) {
 	wg.Wait()
 	b.StopTimer()
 	sqlite.ReportCPU(b, cpu)
+	sqlite.ReportRunQueueWait(b, wait)
 	stop()
 	slices.Sort(latencies)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")

@@ -181,10 +181,13 @@ func (s *Store) runWriter() {
 // one each). It returns the request that did not fit, to start the
 // following batch, and false once reqs is closed and drained.
 //
-// When the queue runs dry it waits, at most batchDelay, only while the
-// batch holds fewer requests than the previous one (expect): those
-// callers were just answered and are likely writing again, while a lone
-// caller gains nothing from waiting.
+// When the queue runs dry it yields the CPU once, and looks again: on one
+// CPU nothing else runs until the writer blocks, so callers it just
+// answered and requests about to write have not queued yet, and a commit
+// shared by more calls costs less CPU per call. Then it waits, at most
+// batchDelay, only while the batch holds fewer requests than the previous
+// one (expect): those callers were just answered and are likely writing
+// again, while a lone caller gains nothing from waiting.
 func (s *Store) collect(first *writeReq, expect int) (batch []*writeReq, carry *writeReq, open bool) {
 	if first == nil {
 		var ok bool
@@ -196,9 +199,9 @@ func (s *Store) collect(first *writeReq, expect int) (batch []*writeReq, carry *
 	batch = append(batch, first)
 	defer func() { s.batch = batch }()
 	n := first.size()
-	var timeout <-chan time.Time
+	var c collecting
 	for n < s.maxBatch {
-		r, ok, more := s.next(&timeout, len(batch) < expect)
+		r, ok, more := s.next(&c, len(batch) < expect)
 		if !more {
 			return batch, nil, true
 		}
@@ -214,34 +217,38 @@ func (s *Store) collect(first *writeReq, expect int) (batch []*writeReq, carry *
 	return batch, nil, true
 }
 
-// next returns the next queued request without waiting, or, if wait is
-// set, waiting until *timeout (armed on first use). more is false when
-// there is nothing to add; ok is false when reqs is closed.
-func (w *writer) next(timeout *<-chan time.Time, wait bool) (r *writeReq, ok, more bool) {
-	select {
-	case r, ok = <-w.reqs:
-		return r, ok, true
-	default:
-	}
-	if !wait {
-		return nil, true, false
-	}
-	if *timeout == nil {
-		// Callers just answered are likely runnable but not running yet:
-		// let them queue their next calls before waiting for them one
-		// wake-up at a time.
-		runtime.Gosched()
+// collecting is where collect is in its batch.
+type collecting struct {
+	yielded bool             // it has yielded the CPU once
+	timeout <-chan time.Time // armed when it first waits
+}
+
+// next returns the next queued request, after yielding once (see collect)
+// if none is queued; if wait is set, it waits until c.timeout. more is
+// false when there is nothing to add; ok is false when reqs is closed.
+func (w *writer) next(c *collecting, wait bool) (r *writeReq, ok, more bool) {
+	for {
 		select {
 		case r, ok = <-w.reqs:
 			return r, ok, true
 		default:
 		}
-		*timeout = time.After(w.batchDelay)
+		if c.yielded {
+			break
+		}
+		runtime.Gosched()
+		c.yielded = true
+	}
+	if !wait {
+		return nil, true, false
+	}
+	if c.timeout == nil {
+		c.timeout = time.After(w.batchDelay)
 	}
 	select {
 	case r, ok = <-w.reqs:
 		return r, ok, true
-	case <-*timeout:
+	case <-c.timeout:
 		return nil, true, false
 	}
 }

@@ -6,15 +6,16 @@
 // It owns the database file, the kerneld.lock file beside it that keeps a
 // second kerneld out, and two goroutines: the writer that group-commits
 // every write (see writer) and the checkpointer that copies the WAL back
-// into the database file. It satisfies kernel.Store without importing the kernel,
-// holds no kernel logic (it stores what it is given, with the memory
-// store's semantics and error codes), and does not log on the request
-// path: errors go back to the caller.
+// into the database file. It satisfies kernel.Store without importing the
+// kernel, holds no kernel logic (it stores what it is given, with the
+// memory store's semantics and error codes), and does not log on the
+// request path: errors go back to the caller.
 //
-// Connections: one writer *sql.DB with a single connection, which only the
-// writer goroutine writes through; a read-only pool beside it (WAL lets readers run while
-// the writer commits, and each read sees only committed data); and one
-// connection that only runs checkpoints.
+// Connections: one writer *sql.DB with a single connection, which the
+// writer goroutine holds and every write goes through; a read-only pool
+// beside it (WAL lets readers run while the writer commits, and each read
+// sees only committed data); and one connection that only runs
+// checkpoints.
 package sqlite
 
 import (
@@ -276,7 +277,7 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Stats counts the writes a store has made durable since it was opened;
-// tests and benchmarks use them to see group commit work.
+// metrics export them, and tests use them to see group commit work.
 type Stats struct {
 	Appends int64 // AppendEvents calls that succeeded
 	Events  int64 // events they appended

@@ -33,14 +33,7 @@ func (s *Store) AppendEvents(ctx context.Context, token int64, evs []session.Eve
 	if err := oneSession(evs); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	r := &writeReq{evs: evs, token: token, done: make(chan struct{})}
-	if err := s.enqueue(ctx, r); err != nil {
-		return err
-	}
-	return r.await(ctx)
+	return s.submit(ctx, &writeReq{evs: evs, token: token, done: make(chan struct{})})
 }
 
 // oneSession rejects a batch that mixes sessions.

@@ -289,22 +289,39 @@ func TestOpen_EmptyFileIsNew(t *testing.T) {
 	require.NoError(t, st.Ping(t.Context()))
 }
 
-func TestStore_AppendsAreGroupCommitted(t *testing.T) {
-	const writers, perWriter = 64, 50
-	st := mustOpen(t, sqlite.Options{Path: tempPath(t)})
+// writeConcurrently runs writers goroutines that each call write
+// perWriter times, with their number and the call's, and waits for them.
+func writeConcurrently(t *testing.T, writers, perWriter int, write func(writer, i int) error) {
 	var wg sync.WaitGroup
-	for range writers {
-		s := mustCreateSession(t, st)
+	for w := range writers {
 		wg.Go(func() {
 			for i := range perWriter {
-				if err := appendEvents(t.Context(), st, []session.Event{tokenEvent(s.ID, i)}); err != nil {
-					t.Errorf("append: %v", err)
+				if err := write(w, i); err != nil {
+					t.Errorf("writer %d: %v", w, err)
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// appendConcurrently appends perWriter single events to each of writers
+// sessions at once.
+func appendConcurrently(t *testing.T, st *sqlite.Store, writers, perWriter int) {
+	ids := make([]string, writers)
+	for w := range ids {
+		ids[w] = mustCreateSession(t, st).ID
+	}
+	writeConcurrently(t, writers, perWriter, func(w, i int) error {
+		return appendEvents(t.Context(), st, []session.Event{tokenEvent(ids[w], i)})
+	})
+}
+
+func TestStore_AppendsAreGroupCommitted(t *testing.T) {
+	const writers, perWriter = 64, 50
+	st := mustOpen(t, sqlite.Options{Path: tempPath(t)})
+	appendConcurrently(t, st, writers, perWriter)
 	stats := st.Stats()
 	t.Logf("%d appends in %d commits", stats.Appends, stats.Commits)
 	assert.EqualValues(t, writers*perWriter, stats.Appends)
@@ -315,21 +332,11 @@ func TestStore_AppendsAreGroupCommitted(t *testing.T) {
 func TestStore_CreatesAreGroupCommitted(t *testing.T) {
 	const writers, perWriter = 64, 20
 	st := mustOpen(t, sqlite.Options{Path: tempPath(t)})
-	var wg sync.WaitGroup
-	for range writers {
-		wg.Go(func() {
-			for range perWriter {
-				id, now := newID(), time.Now().UTC()
-				err := st.CreateSession(t.Context(), session.Session{ID: id, State: session.StateActive,
-					RootID: id, CreatedAt: now, UpdatedAt: now})
-				if err != nil {
-					t.Errorf("create: %v", err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	writeConcurrently(t, writers, perWriter, func(int, int) error {
+		id, now := newID(), time.Now().UTC()
+		return st.CreateSession(t.Context(), session.Session{ID: id, State: session.StateActive,
+			RootID: id, CreatedAt: now, UpdatedAt: now})
+	})
 	stats := st.Stats()
 	t.Logf("%d creates in %d commits", stats.Writes, stats.Batches)
 	assert.EqualValues(t, writers*perWriter, stats.Writes)
@@ -339,19 +346,7 @@ func TestStore_CreatesAreGroupCommitted(t *testing.T) {
 func TestStore_MaxBatch(t *testing.T) {
 	const writers, perWriter, maxBatch = 32, 20, 8
 	st := mustOpen(t, sqlite.Options{Path: tempPath(t), MaxBatch: maxBatch})
-	var wg sync.WaitGroup
-	for range writers {
-		s := mustCreateSession(t, st)
-		wg.Go(func() {
-			for i := range perWriter {
-				if err := appendEvents(t.Context(), st, []session.Event{tokenEvent(s.ID, i)}); err != nil {
-					t.Errorf("append: %v", err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	appendConcurrently(t, st, writers, perWriter)
 	stats := st.Stats()
 	assert.GreaterOrEqual(t, stats.Commits*maxBatch, stats.Events, "at most %d events per commit", maxBatch)
 }

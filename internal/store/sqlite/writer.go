@@ -92,14 +92,18 @@ func (w *writer) init(opts Options) {
 }
 
 // write runs op in the writer's next transaction and returns once that
-// has committed, with the cancellation rules of AppendEvents: if ctx ends
-// while op is still queued, op never runs and write returns ctx.Err();
-// once the writer has taken it, write reports its outcome.
+// has committed, with the cancellation rules of AppendEvents.
 func (s *Store) write(ctx context.Context, op writeOp) error {
+	return s.submit(ctx, &writeReq{op: op, done: make(chan struct{})})
+}
+
+// submit queues r and waits for its outcome. If ctx ends while r is still
+// queued, r is never written and submit returns ctx.Err(); once the
+// writer has taken r, submit reports how it turned out.
+func (s *Store) submit(ctx context.Context, r *writeReq) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	r := &writeReq{op: op, done: make(chan struct{})}
 	if err := s.enqueue(ctx, r); err != nil {
 		return err
 	}

@@ -144,6 +144,13 @@ func (k *Kernel) accept(ctx context.Context, s session.Session, spec agents.Spec
 		return session.Run{}, false, err
 	}
 	if busy != "" {
+		if req.IdempotencyKey != "" {
+			// Another replica may have accepted this very request since the
+			// look above, and its run is what makes the session busy.
+			if prev, ok, err := k.findIdempotent(ctx, s.ID, req); err != nil || ok {
+				return prev, ok, err
+			}
+		}
 		if k.ending(ctx, s, busy) {
 			return session.Run{}, false, &runEndingError{runID: busy}
 		}

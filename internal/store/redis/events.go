@@ -3,10 +3,12 @@ package redis
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -55,9 +57,7 @@ func (s *Store) AppendEvents(ctx context.Context, token int64, evs []session.Eve
 	}
 	buf := packBufs.Get().(*[]byte)
 	*buf = packEvents((*buf)[:0], evs)
-	tag := s.prefix + "{" + id + "}:"
-	cmd := scriptEventsAppend.Run(ctx, s.rdb, []string{tag + "s", tag + "ev", tag + "lease"}, *buf, token)
-	last, err := cmd.Int64()
+	last, err := s.appendPacked(ctx, id, token, *buf)
 	if cap(*buf) <= maxPooledPack {
 		packBufs.Put(buf)
 	}
@@ -74,6 +74,47 @@ func (s *Store) AppendEvents(ctx context.Context, token int64, evs []session.Eve
 		evs[i].Seq = first + int64(i)
 	}
 	return nil
+}
+
+// Sending a batch again after its reply was lost: at most appendTries
+// times in all, waiting appendRetryWait, then twice as long, between.
+const (
+	appendTries     = 4
+	appendRetryWait = 20 * time.Millisecond
+)
+
+// appendPacked runs the append script for a packed batch and returns the
+// session's new last seq. A batch whose reply is lost to a dropped
+// connection or a restarting server is sent again, under an id that lets
+// the script recognise it if it was applied after all: a blip between
+// kerneld and Redis does not end the run whose events these are.
+func (s *Store) appendPacked(ctx context.Context, id string, token int64, packed []byte) (int64, error) {
+	tag := s.prefix + "{" + id + "}:"
+	keys := []string{tag + "s", tag + "ev", tag + "lease"}
+	batch := s.batchTag + strconv.FormatUint(s.batches.Add(1), 36)
+	wait := appendRetryWait
+	for try := 1; ; try++ {
+		last, err := scriptEventsAppend.Run(ctx, s.rdb, keys, packed, token, batch).Int64()
+		if err == nil || try == appendTries || !resendable(err) {
+			return last, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+// resendable reports whether err may have lost the reply of a write, or
+// found the server not ready yet, rather than being the write's answer.
+func resendable(err error) bool {
+	if _, ok := replyText(err); ok {
+		return isReply(err, "LOADING") || isReply(err, "TRYAGAIN")
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
+		!errors.Is(err, goredis.ErrClosed)
 }
 
 // packEvents appends evs to dst as events_append.lua unpacks them: for

@@ -14,7 +14,7 @@
 // its id as a hash tag, so they would share a hash slot in a cluster, and
 // DeleteSession removes them together:
 //
-//	P{id}:s      hash: rec (the Session as JSON), last_seq, ver, fence
+//	P{id}:s      hash: rec (the Session as JSON), last_seq, last_batch, ver, fence
 //	             (the last lease token), runn (runs created), and copies
 //	             of the indexed fields, its order key and the keys of its
 //	             metadata indexes
@@ -56,11 +56,13 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -105,6 +107,10 @@ type Store struct {
 	prefix string
 	tails  int
 	log    *slog.Logger
+	// batches numbers this store's event batches; with batchTag, unique
+	// to this process, it names each batch so a resent one is recognised.
+	batches  atomic.Uint64
+	batchTag string
 }
 
 // Open connects to the server opts.URL names, checks that it answers and
@@ -128,9 +134,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	// A write whose reply is lost may have been applied: running it again
 	// would append a batch twice or report a conflict with itself, so the
-	// error goes back to the caller instead, whatever the URL asks.
+	// error goes back to the caller instead, whatever the URL asks. Event
+	// appends, which a dropped connection must not end a run over, carry
+	// an id that makes them safe to send again (see AppendEvents).
 	ro.MaxRetries = -1
-	s := &Store{rdb: goredis.NewClient(ro), url: opts.URL, prefix: prefix, tails: opts.TailConns, log: opts.Logger}
+	s := &Store{rdb: goredis.NewClient(ro), url: opts.URL, prefix: prefix, tails: opts.TailConns, log: opts.Logger,
+		batchTag: rand.Text()[:12] + "-"}
 	if s.tails <= 0 {
 		s.tails = DefaultTailConns
 	}

@@ -425,9 +425,9 @@ func TestCluster_Fencing(t *testing.T) {
 		t.Fatalf("the log grew from %d to %d events after the take-over: the paused replica wrote\n%s",
 			len(taken), len(after), after[len(taken):])
 	}
-	frames := append(seen, body.until(t, runEnded)...)
-	checkGapless(t, frames)
-	checkSameFrames(t, c.base, id, frames)
+	seen = append(seen, body.until(t, runEnded)...)
+	checkGapless(t, seen)
+	checkSameFrames(t, c.base, id, seen)
 	aguitest.VerifyJSON(t, asBytes(after))
 
 	next := post(t, a.base+"/sessions/"+id+"/run", `{"input":"again"}`)

@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 
-	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -35,12 +34,9 @@ func (s *Store) AppendEvents(ctx context.Context, token int64, evs []session.Eve
 	if len(evs) == 0 {
 		return nil
 	}
-	id := evs[0].SessionID
-	for i := 1; i < len(evs); i++ {
-		if evs[i].SessionID != id {
-			return errdefs.New(errdefs.ErrInvalid, "mixed_sessions",
-				"event batch mixes sessions %s and %s", id, evs[i].SessionID)
-		}
+	id, err := session.EventsOfOneSession(evs)
+	if err != nil {
+		return err
 	}
 	return s.write(id, func(rec *record) error {
 		if err := rec.fenced(token, s.now()); err != nil {

@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 
-	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -14,12 +13,9 @@ func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session
 	if len(msgs) == 0 {
 		return nil
 	}
-	id := msgs[0].SessionID
-	for i := 1; i < len(msgs); i++ {
-		if msgs[i].SessionID != id {
-			return errdefs.New(errdefs.ErrInvalid, "mixed_sessions",
-				"message batch mixes sessions %s and %s", id, msgs[i].SessionID)
-		}
+	id, err := session.MessagesOfOneSession(msgs)
+	if err != nil {
+		return err
 	}
 	return s.write(id, func(rec *record) error {
 		if err := rec.fenced(token, s.now()); err != nil {

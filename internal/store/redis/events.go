@@ -12,7 +12,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -48,12 +47,9 @@ func (s *Store) AppendEvents(ctx context.Context, token int64, evs []session.Eve
 	if len(evs) == 0 {
 		return nil
 	}
-	id := evs[0].SessionID
-	for i := 1; i < len(evs); i++ {
-		if evs[i].SessionID != id {
-			return errdefs.New(errdefs.ErrInvalid, "mixed_sessions",
-				"event batch mixes sessions %s and %s", id, evs[i].SessionID)
-		}
+	id, err := session.EventsOfOneSession(evs)
+	if err != nil {
+		return err
 	}
 	buf := packBufs.Get().(*[]byte)
 	*buf = packEvents((*buf)[:0], evs)

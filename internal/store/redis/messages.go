@@ -8,7 +8,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -22,14 +21,13 @@ func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session
 	if len(msgs) == 0 {
 		return nil
 	}
-	id := msgs[0].SessionID
+	id, err := session.MessagesOfOneSession(msgs)
+	if err != nil {
+		return err
+	}
 	args := make([]any, 0, 1+len(msgs))
 	args = append(args, token)
 	for i := range msgs {
-		if msgs[i].SessionID != id {
-			return errdefs.New(errdefs.ErrInvalid, "mixed_sessions",
-				"message batch mixes sessions %s and %s", id, msgs[i].SessionID)
-		}
 		m := msgs[i]
 		m.Position = 0 // a message's position is its place in the list
 		b, err := json.Marshal(m)

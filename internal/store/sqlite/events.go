@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -38,14 +37,8 @@ func (s *Store) AppendEvents(ctx context.Context, token int64, evs []session.Eve
 
 // oneSession rejects a batch that mixes sessions.
 func oneSession(evs []session.Event) error {
-	id := evs[0].SessionID
-	for i := 1; i < len(evs); i++ {
-		if evs[i].SessionID != id {
-			return errdefs.New(errdefs.ErrInvalid, "mixed_sessions",
-				"event batch mixes sessions %s and %s", id, evs[i].SessionID)
-		}
-	}
-	return nil
+	_, err := session.EventsOfOneSession(evs)
+	return err
 }
 
 // ReadEvents returns a session's events with seq > after in seq order, at

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -30,13 +29,11 @@ func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session
 	if len(msgs) == 0 {
 		return nil
 	}
-	id := msgs[0].SessionID
+	if _, err := session.MessagesOfOneSession(msgs); err != nil {
+		return err
+	}
 	calls := make([]any, len(msgs))
 	for i := range msgs {
-		if msgs[i].SessionID != id {
-			return errdefs.New(errdefs.ErrInvalid, "mixed_sessions",
-				"message batch mixes sessions %s and %s", id, msgs[i].SessionID)
-		}
 		var err error
 		if calls[i], err = encodeToolCalls(msgs[i].ToolCalls); err != nil {
 			return fmt.Errorf("append message %s: %w", msgs[i].ID, err)

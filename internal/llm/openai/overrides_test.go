@@ -58,6 +58,7 @@ overrides: {models: [gpt-4o], reasoning_effort: true}
 	_, err = k.UpdateSession(ctx, sess.ID, kernel.SessionUpdate{Overrides: &session.Overrides{}})
 	require.NoError(t, err)
 	evs = kerneltest.RunInSession(t, k.Kernel, sess.ID, kernel.RunRequest{Input: "Hi again"})
+	aguitest.Verify(t, evs)
 	reqs = s.Requests()
 	require.Len(t, reqs, 2)
 	assert.JSONEq(t, `"gpt-4o-mini"`, reqs[1].Member(t, "model"))

@@ -30,6 +30,8 @@ func (s *Server) routes() chi.Router {
 		// Streams: never under a timeout (it would cut them off).
 		r.With(s.limitStreams).Get("/sessions/{id}/events", s.handle(s.handleEvents))
 		r.With(s.limitStreams).Post("/sessions/{id}/run", s.handle(s.handleRunCreate))
+		// A summary takes as long as the model does: no request timeout.
+		r.Post("/sessions/{id}/compact", s.handle(s.handleSessionCompact))
 		r.Group(func(r chi.Router) {
 			r.Use(s.timeout)
 			r.Get("/agents", s.handle(s.handleAgentList))

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"net/http"
 	"strings"
 	"time"
@@ -12,8 +13,9 @@ import (
 )
 
 type createRunRequest struct {
-	Input  string `json:"input"`
-	IfBusy string `json:"if_busy"`
+	Input     string         `json:"input"`
+	IfBusy    string         `json:"if_busy"`
+	Overrides *overridesBody `json:"overrides"`
 }
 
 // Validate checks shape only; busy policies and bounds are the kernel's.
@@ -43,6 +45,8 @@ type runResponse struct {
 	IfBusy         *string           `json:"if_busy"`
 	SteeredInto    *string           `json:"steered_into"`
 	Model          *string           `json:"model"`
+	Overrides      overridesBody     `json:"overrides"`
+	Kind           string            `json:"kind"`
 	CreatedAt      time.Time         `json:"created_at"`
 	StartedAt      *time.Time        `json:"started_at"`
 	EndedAt        *time.Time        `json:"ended_at"`
@@ -56,7 +60,8 @@ func toRunResponse(r session.Run) runResponse {
 	out := runResponse{
 		ID: r.ID, SessionID: r.SessionID, State: r.State, Input: r.Input,
 		IdempotencyKey: nullable(r.IdempotencyKey), IfBusy: nullable(r.IfBusy), SteeredInto: nullable(r.SteeredInto),
-		Model: nullable(r.Model), CreatedAt: r.CreatedAt.UTC(),
+		Model: nullable(r.Model), Overrides: toOverridesBody(r.Overrides), Kind: cmp.Or(r.Kind, "input"),
+		CreatedAt: r.CreatedAt.UTC(),
 		StartedAt: nullableTime(r.StartedAt), EndedAt: nullableTime(r.EndedAt),
 		Usage:    usageResponse{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens},
 		StartSeq: nullableSeq(r.StartSeq), EndSeq: nullableSeq(r.EndSeq),
@@ -81,7 +86,7 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	run, replayed, err := s.kernel.Run(r.Context(), id, kernel.RunRequest{
-		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key,
+		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key, Overrides: req.Overrides.toOverrides(),
 	})
 	if err != nil {
 		return err

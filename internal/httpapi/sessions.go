@@ -13,13 +13,14 @@ import (
 )
 
 type createSessionRequest struct {
-	Agent    string                     `json:"agent"`
-	Name     string                     `json:"name"`
-	Metadata map[string]string          `json:"metadata"`
-	ParentID string                     `json:"parent_id"`
-	Memory   map[string]json.RawMessage `json:"memory"`
-	TTL      string                     `json:"ttl"`
-	Inherit  *inheritBody               `json:"inherit"`
+	Agent     string                     `json:"agent"`
+	Name      string                     `json:"name"`
+	Metadata  map[string]string          `json:"metadata"`
+	ParentID  string                     `json:"parent_id"`
+	Memory    map[string]json.RawMessage `json:"memory"`
+	TTL       string                     `json:"ttl"`
+	Inherit   *inheritBody               `json:"inherit"`
+	Overrides *overridesBody             `json:"overrides"`
 }
 
 // inheritBody says what a child session inherits from its parent.
@@ -53,6 +54,8 @@ func (req createSessionRequest) ttl() (time.Duration, error) {
 type updateSessionRequest struct {
 	Name     *string            `json:"name"`
 	Metadata map[string]*string `json:"metadata"`
+	// Overrides replace the session's; {} clears them.
+	Overrides *overridesBody `json:"overrides"`
 }
 
 // Validate implements validator; bounds are the kernel's.
@@ -75,6 +78,7 @@ type sessionResponse struct {
 	Inherit      *inheritBody        `json:"inherit"`
 	ForkedFrom   *forkedFromResponse `json:"forked_from"`
 	ClosedReason *string             `json:"closed_reason"`
+	Overrides    overridesBody       `json:"overrides"`
 	CreatedAt    time.Time           `json:"created_at"`
 	UpdatedAt    time.Time           `json:"updated_at"`
 }
@@ -96,7 +100,8 @@ func toSessionResponse(s session.Session) sessionResponse {
 		ID: s.ID, Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State,
 		ParentID: nullable(s.ParentID), RootID: s.RootID, Depth: s.Depth, Tenant: s.Tenant,
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
-		ClosedReason: nullable(s.ClosedReason), CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
+		ClosedReason: nullable(s.ClosedReason), Overrides: toOverridesBody(s.Overrides),
+		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
 	if s.ForkedFrom != "" {
 		out.ForkedFrom = &forkedFromResponse{SessionID: s.ForkedFrom, MessagePosition: s.ForkPosition}
@@ -127,6 +132,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	ttl, _ := req.ttl() // Validate checked it
 	create := kernel.CreateSession{
 		Agent: req.Agent, Name: req.Name, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
+		Overrides: req.Overrides.toOverrides(),
 	}
 	if req.Inherit != nil {
 		create.InheritMemory = req.Inherit.Memory
@@ -171,7 +177,9 @@ func (s *Server) handleSessionUpdate(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	sess, err := s.kernel.UpdateSession(r.Context(), r.PathValue("id"), kernel.SessionUpdate{Name: req.Name, Metadata: req.Metadata})
+	sess, err := s.kernel.UpdateSession(r.Context(), r.PathValue("id"), kernel.SessionUpdate{
+		Name: req.Name, Metadata: req.Metadata, Overrides: req.Overrides.toOverrides(),
+	})
 	if err != nil {
 		return err
 	}

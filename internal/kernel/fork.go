@@ -59,7 +59,7 @@ func (k *Kernel) Regenerate(ctx context.Context, id, runID string) (session.Sess
 	if err != nil {
 		return session.Session{}, session.Run{}, err
 	}
-	again, _, err := k.Run(ctx, fork.ID, RunRequest{Input: run.Input})
+	again, _, err := k.Run(ctx, fork.ID, RunRequest{Input: run.Input, Overrides: run.Overrides.Clone()})
 	if err != nil {
 		k.discardFork(ctx, fork.ID)
 		return session.Session{}, session.Run{}, err
@@ -282,7 +282,9 @@ func forkOf(src session.Session, msgs []session.Message, now time.Time) session.
 	f.RootID = f.ID
 	f.ForkPosition = int64(len(msgs))
 	f.Overrides = src.Overrides.Clone()
+	f.Model = src.Model
 	f.AgentState = bytes.Clone(src.AgentState)
+	f.Compaction = lastCompaction(msgs)
 	return f
 }
 
@@ -370,4 +372,17 @@ func (k *Kernel) startQueuedLater(id string) {
 			k.log.Warn("start the runs queued on a new fork", "session", id, "err", err) // the take-over scan finds them
 		}
 	}
+}
+
+// lastCompaction returns the latest compaction entry among msgs, which the
+// fork's model must go on seeing in place of what it summarised, or nil:
+// the source's own latest compaction may lie past the fork's history.
+func lastCompaction(msgs []session.Message) *session.Compaction {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if c := msgs[i].Compaction; msgs[i].Role == session.RoleCompaction && c != nil {
+			out := *c
+			return &out
+		}
+	}
+	return nil
 }

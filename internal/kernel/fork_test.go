@@ -252,8 +252,8 @@ func testForkEditResend(t *testing.T, e forkEnv) {
 	f := fork(t, k.Kernel, src.ID, position(edited.Position-1))
 	runToEnd(t, k.Kernel, rec, f.ID, "TWO")
 
-	assert.Equal(t, []string{"one", "one", "TWO", "TWO"}, contents(historyOf(t, k.Kernel, f.ID)))
-	assert.Equal(t, []string{"one", "one", "two", "two"}, contents(historyOf(t, k.Kernel, src.ID)))
+	assert.Equal(t, []string{"one", "one", "TWO", "TWO"}, historyContents(historyOf(t, k.Kernel, f.ID)))
+	assert.Equal(t, []string{"one", "one", "two", "two"}, historyContents(historyOf(t, k.Kernel, src.ID)))
 	e.agui.check(t, k.Kernel, f.ID)
 }
 
@@ -272,7 +272,7 @@ func testRegenerate(t *testing.T, e forkEnv) {
 	assert.Equal(t, "two", run.Input)
 	assert.NotEqual(t, session.RunQueued, run.State, "the run starts at once on the new fork")
 	waitRun(t, k.Kernel, rec, f.ID, run.ID)
-	assert.Equal(t, []string{"one", "one", "two", "two"}, contents(historyOf(t, k.Kernel, f.ID)))
+	assert.Equal(t, []string{"one", "one", "two", "two"}, historyContents(historyOf(t, k.Kernel, f.ID)))
 	evs := e.agui.check(t, k.Kernel, f.ID)
 	assert.Equal(t, session.EventMessagesSnapshot, evs[1].Type)
 
@@ -280,9 +280,9 @@ func testRegenerate(t *testing.T, e forkEnv) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), f.ForkPosition)
 	waitRun(t, k.Kernel, rec, f.ID, run.ID)
-	assert.Equal(t, []string{"one", "one"}, contents(historyOf(t, k.Kernel, f.ID)))
+	assert.Equal(t, []string{"one", "one"}, historyContents(historyOf(t, k.Kernel, f.ID)))
 	e.agui.check(t, k.Kernel, f.ID)
-	assert.Equal(t, []string{"one", "one", "two", "two"}, contents(historyOf(t, k.Kernel, src.ID)))
+	assert.Equal(t, []string{"one", "one", "two", "two"}, historyContents(historyOf(t, k.Kernel, src.ID)))
 
 	snapshotRun := allRuns(t, k.Kernel, f.ID)[1] // oldest last
 	_, _, err = k.Regenerate(ctx, f.ID, snapshotRun.ID)
@@ -328,8 +328,8 @@ func waitStarted(tb testing.TB, w *kerneltest.WaitTool) {
 	}
 }
 
-// contents returns the contents of msgs.
-func contents(msgs []session.Message) []string {
+// historyContents returns the contents of msgs.
+func historyContents(msgs []session.Message) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.Content

@@ -10,16 +10,11 @@ import (
 	"github.com/kerneld/kerneld/internal/tools"
 )
 
-// prepare loads what every model call of the run needs: the history
-// window and the agent's tool definitions.
+// prepare loads what every model call of the run needs: the model
+// settings, the history window and the agent's tool definitions.
 func (r *runner) prepare(ctx context.Context) error {
-	msgs, err := r.k.store.RecentMessages(ctx, r.run.SessionID, r.spec.Memory.MaxHistoryMessages)
-	if err != nil {
-		return fmt.Errorf("load history: %w", err)
-	}
-	r.history = make([]llm.Message, 0, len(msgs)+8)
-	for _, m := range msgs {
-		r.history = append(r.history, toLLM(m))
+	if err := r.loadHistory(ctx); err != nil {
+		return err
 	}
 	for _, ref := range r.spec.Tools {
 		t, ok := r.k.tool(r, ref.Name)
@@ -40,16 +35,17 @@ func (r *runner) request(ctx context.Context, n int) (llm.Request, error) {
 	if err != nil {
 		return llm.Request{}, fmt.Errorf("load memory: %w", err)
 	}
-	r.history = window(r.history, r.spec.Memory.MaxHistoryMessages)
+	r.cutWindow()
 	return llm.Request{
-		Model:       r.spec.Model.Name,
-		System:      systemPrompt(r.spec.SystemPrompt, mem),
-		Messages:    r.history,
-		Tools:       r.tools,
-		Temperature: r.spec.Model.Temperature,
-		MaxTokens:   r.spec.Model.MaxTokens,
-		RunInput:    r.run.Input,
-		Turn:        n,
+		Model:           r.settings.Model,
+		System:          systemPrompt(r.spec.SystemPrompt, mem),
+		Messages:        r.modelView(),
+		Tools:           r.tools,
+		Temperature:     r.settings.Temperature,
+		MaxTokens:       r.settings.MaxTokens,
+		ReasoningEffort: r.settings.ReasoningEffort,
+		RunInput:        r.run.Input,
+		Turn:            n,
 	}, nil
 }
 

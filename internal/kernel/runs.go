@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,10 @@ type RunRequest struct {
 	Input          string
 	IfBusy         BusyPolicy // "" means BusyReject
 	IdempotencyKey string
+	// Overrides are model settings for this run alone, within what the
+	// agent allows.
+	Overrides *session.Overrides
+	kind      string // session.RunKindCompaction for Compact's run, which has no input
 }
 
 // Run accepts input for a session and starts a run: it persists the run
@@ -47,6 +52,9 @@ func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (ses
 	}
 	spec, err := k.runnableAgent(s.Agent)
 	if err != nil {
+		return session.Run{}, false, err
+	}
+	if err := checkOverrides(spec, req.Overrides); err != nil {
 		return session.Run{}, false, err
 	}
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
@@ -194,6 +202,7 @@ func (k *Kernel) startNew(ctx context.Context, h *held, s session.Session, spec 
 		ID: session.NewID(), SessionID: s.ID, State: session.RunRunning, Input: req.Input,
 		IdempotencyKey: req.IdempotencyKey, CreatedAt: now, StartedAt: now,
 	}
+	run.Overrides, run.Kind = req.Overrides.Clone(), req.kind
 	run.Model = k.modelOf(spec, s, run)
 	ar := newActiveRun(h, run)
 	if err := k.store.CreateRun(ctx, run, k.runConstraints(0)); err != nil {
@@ -218,7 +227,7 @@ func (k *Kernel) post(ctx context.Context, s session.Session, req RunRequest, if
 		ID: session.NewID(), SessionID: s.ID, State: session.RunQueued, Input: req.Input,
 		IdempotencyKey: req.IdempotencyKey, CreatedAt: k.now(),
 	}
-	run.IfBusy = string(ifBusy)
+	run.IfBusy, run.Overrides, run.Kind = string(ifBusy), req.Overrides.Clone(), req.kind
 	if err := k.store.CreateRun(ctx, run, k.runConstraints(k.limits.MaxQueued)); err != nil {
 		return k.duplicate(err)
 	}
@@ -271,7 +280,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (k *Kernel) validateRunRequest(req RunRequest) error {
 	var v *errdefs.ValidationError
 	switch {
-	case req.Input == "":
+	case req.Input == "" && req.kind == "":
 		v = v.Add("input", "required")
 	case len(req.Input) > k.limits.MaxInputBytes:
 		v = v.Add("input", fmt.Sprintf("longer than %d bytes", k.limits.MaxInputBytes))
@@ -330,9 +339,13 @@ func (k *Kernel) start(ctx context.Context, h *held, s session.Session, r *sessi
 		}
 	}
 	prev := s.State
+	var changed []session.Event
 	err = k.updateSession(ctx, s.ID, func(s *session.Session) error {
 		if err := s.Transition(session.StateRunning, r.StartedAt); err != nil {
 			return err
+		}
+		if r.Kind == "" {
+			changed, s.Model = modelChanged(*s, r.ID, r.Model), r.Model
 		}
 		s.ActiveRunID = r.ID
 		s.ExpiresAt = time.Time{} // a busy session does not expire; its TTL restarts when it is free
@@ -343,12 +356,18 @@ func (k *Kernel) start(ctx context.Context, h *held, s session.Session, r *sessi
 		return false, err
 	}
 	msgID := session.NewMessageID()
-	evs := []session.Event{
-		session.RunStarted(s.ID, r.ID),
-		session.TextMessageStart(msgID, session.RoleUser),
-		session.TextMessageContent(msgID, r.Input),
-		session.TextMessageEnd(msgID),
+	evs := []session.Event{session.RunStarted(s.ID, r.ID)}
+	if r.Model != "" {
+		evs[0] = evs[0].WithMeta("model", r.Model)
 	}
+	if r.Kind == "" {
+		evs = append(evs,
+			session.TextMessageStart(msgID, session.RoleUser),
+			session.TextMessageContent(msgID, r.Input),
+			session.TextMessageEnd(msgID),
+		)
+	}
+	evs = append(evs, changed...)
 	if err := k.emit(ctx, h.token, s.ID, r.ID, evs...); err != nil {
 		k.abandon(h, prev, r)
 		return false, err
@@ -356,6 +375,9 @@ func (k *Kernel) start(ctx context.Context, h *held, s session.Session, r *sessi
 	r.StartSeq = evs[0].Seq
 	if err := k.saveRun(ctx, r); err != nil {
 		return true, err
+	}
+	if r.Kind != "" {
+		return true, nil // a compaction run has no input
 	}
 	msg := session.Message{ID: msgID, SessionID: s.ID, RunID: r.ID, Role: session.RoleUser, Content: r.Input, CreatedAt: r.StartedAt}
 	if err := k.store.AppendMessages(ctx, h.token, msg); err != nil {
@@ -521,14 +543,14 @@ func (k *Kernel) cancelRun(ctx context.Context, r session.Run) (session.Run, err
 }
 
 // modelOf returns the model run r of session s uses: the run's choice, the
-// session's, or the agent's own.
+// session's, or the agent's own; a compaction run's is the one that writes
+// the summary.
 func (k *Kernel) modelOf(spec agents.Spec, s session.Session, r session.Run) string {
-	for _, o := range []*session.Overrides{r.Overrides, s.Overrides} {
-		if o != nil && o.Model != "" {
-			return o.Model
-		}
+	model := settingsOf(spec, s, r).Model
+	if r.Kind == session.RunKindCompaction {
+		model = cmp.Or(spec.CompactionOrDefault().Model, model)
 	}
-	return spec.Model.Name
+	return model
 }
 
 // runTimeout returns the agent's run timeout, or a day when unset.

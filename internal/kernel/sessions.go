@@ -24,6 +24,9 @@ type CreateSession struct {
 	// InheritMemory is InheritNone (the default) or InheritCopy: a child
 	// then starts with a copy of its parent's memory.
 	InheritMemory string
+	// Overrides are model settings for the session's runs, within what the
+	// agent allows.
+	Overrides *session.Overrides
 }
 
 // SessionUpdate changes a session's name and metadata. Nil fields are left
@@ -31,6 +34,9 @@ type CreateSession struct {
 type SessionUpdate struct {
 	Name     *string
 	Metadata map[string]*string
+	// Overrides, when not nil, replace the session's overrides; empty ones
+	// clear them.
+	Overrides *session.Overrides
 }
 
 // ListSessions is a request to list sessions. Empty filters match all.
@@ -45,7 +51,11 @@ type ListSessions struct {
 // CreateSession creates a session for an agent, as a child of ParentID
 // when set, within the parent agent's depth and children limits.
 func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.Session, error) {
-	if _, err := k.runnableAgent(req.Agent); err != nil {
+	spec, err := k.runnableAgent(req.Agent)
+	if err != nil {
+		return session.Session{}, err
+	}
+	if err := checkOverrides(spec, req.Overrides); err != nil {
 		return session.Session{}, err
 	}
 	if err := k.validateSessionFields(req.Name, req.Metadata); err != nil {
@@ -67,6 +77,7 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		Metadata: maps.Clone(req.Metadata), State: session.StateActive, CreatedAt: now, UpdatedAt: now,
 		TTL: cmp.Or(req.TTL, k.retention.TTL), InheritMemory: req.InheritMemory,
 	}
+	s.Overrides = nonEmpty(req.Overrides)
 	if req.ParentID != "" && s.InheritMemory == "" {
 		s.InheritMemory = InheritNone
 	}
@@ -234,16 +245,23 @@ func (k *Kernel) Children(ctx context.Context, id string, page PageRequest) (Pag
 
 // UpdateSession changes a session's name or metadata.
 func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) (session.Session, error) {
-	if _, err := k.GetSession(ctx, id); err != nil {
+	cur, err := k.GetSession(ctx, id)
+	if err != nil {
+		return session.Session{}, err
+	}
+	if err := k.checkSessionOverrides(cur, u.Overrides); err != nil {
 		return session.Session{}, err
 	}
 	var out session.Session
-	err := k.updateSession(ctx, id, func(s *session.Session) error {
+	err = k.updateSession(ctx, id, func(s *session.Session) error {
 		if s.State == session.StateClosed {
 			return sessionClosed(s.ID)
 		}
 		if u.Name != nil {
 			s.Name = *u.Name
+		}
+		if u.Overrides != nil {
+			s.Overrides = nonEmpty(u.Overrides)
 		}
 		s.Metadata = mergeMetadata(s.Metadata, u.Metadata)
 		if err := k.validateSessionFields(s.Name, s.Metadata); err != nil {

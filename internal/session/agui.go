@@ -63,12 +63,13 @@ func RunStarted(threadID, runID string) Event {
 }
 
 // RunFinished closes a run that succeeded or was cancelled. A cancelled run
-// says why in metadata.kerneld.reason.
-func RunFinished(threadID, runID string, outcome Outcome, reason string, usage Usage) Event {
+// says why in metadata.kerneld.reason. models, when given, break the usage
+// down by model.
+func RunFinished(threadID, runID string, outcome Outcome, reason string, usage Usage, models ...ModelUsage) Event {
 	o := newObject(EventRunFinished).str("threadId", threadID).str("runId", runID)
 	o = append(o.key("outcome"), `{"type":`...)
 	o = append(appendString(o, string(outcome)), '}')
-	ev := o.raw("usage", appendUsage(nil, usage)).event(EventRunFinished)
+	ev := o.raw("usage", usageMember(usage, models)).event(EventRunFinished)
 	if reason != "" {
 		ev.Meta = metaString("reason", reason)
 	}
@@ -76,9 +77,10 @@ func RunFinished(threadID, runID string, outcome Outcome, reason string, usage U
 }
 
 // RunErrored closes a run that failed; code is one of the ErrorCode values.
-func RunErrored(code, message string, usage Usage) Event {
+// models, when given, break the usage down by model.
+func RunErrored(code, message string, usage Usage, models ...ModelUsage) Event {
 	return newObject(EventRunError).str("message", message).str("code", code).
-		raw("usage", appendUsage(nil, usage)).event(EventRunError)
+		raw("usage", usageMember(usage, models)).event(EventRunError)
 }
 
 func appendUsage(b []byte, u Usage) []byte {

@@ -119,7 +119,14 @@ type RunExt struct {
 	Model string `json:"model,omitempty"`
 	// Overrides are the model settings chosen for this run alone.
 	Overrides *Overrides `json:"overrides,omitempty"`
+	// Kind is RunKindCompaction for a run that compacts the history on
+	// demand instead of answering an input; "" for an ordinary run.
+	Kind string `json:"kind,omitempty"`
 }
+
+// RunKindCompaction is the Kind of a run started by POST
+// /sessions/{id}/compact.
+const RunKindCompaction = "compaction"
 
 // Decision is a person's answer to a tool call awaiting approval.
 type Decision struct {

@@ -43,9 +43,12 @@ type aguiMessageMeta struct {
 // once. A message's run is in its metadata.kerneld.runId; a failed tool
 // result carries its content as error too, and metadata.kerneld.isError.
 func MessagesSnapshot(msgs []Message) Event {
-	out := make([]aguiMessage, len(msgs))
+	out := make([]aguiMessage, 0, len(msgs))
 	for i := range msgs {
-		out[i] = toAGUIMessage(&msgs[i])
+		if msgs[i].Role == RoleCompaction {
+			continue // kerneld's own record, which AG-UI has no role for
+		}
+		out = append(out, toAGUIMessage(&msgs[i]))
 	}
 	b, err := json.Marshal(out)
 	if err != nil { // strings and slices only: never

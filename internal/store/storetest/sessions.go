@@ -110,6 +110,8 @@ func testSessionExt(t *testing.T, st kernel.Store) {
 			AgentState:   json.RawMessage(`{"todo": ["a", "b"], "n": 1.5, "nested": {"ok": true}}`),
 			Overrides: &session.Overrides{Model: "small", ReasoningEffort: "low",
 				Temperature: float(0), MaxTokens: integer(256)},
+			Model:      "small",
+			Compaction: &session.Compaction{Position: 9, Summary: "s", FirstKept: 5, TokensBefore: 90, TokensAfter: 9, Messages: 4},
 		}
 	})
 	got := mustGetSession(t, st, s.ID)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/quota"
 )
 
 // Options configure a Server. Zero values take the defaults noted.
@@ -35,9 +36,11 @@ type Options struct {
 	// 0 for no bound.
 	MaxStreams          int
 	MaxStreamsPerTenant int
-	Metrics             http.Handler // served at /metrics; nil answers 404
-	OpenAPI             []byte       // served at /openapi.yaml
-	Version             string
+	// Quotas applies the tenants' quotas and rate limits; nil applies none.
+	Quotas  *quota.Limiter
+	Metrics http.Handler // served at /metrics; nil answers 404
+	OpenAPI []byte       // served at /openapi.yaml
+	Version string
 }
 
 // DefaultTenant is the tenant of every caller when no API keys are set.

@@ -416,3 +416,62 @@ func TestPlanConnections(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadConfig_Quotas: every quota has a default, is read from the
+// file (0 for no limit), and is overridden by its environment twin; a
+// twin that does not parse, or a negative quota, stops startup.
+func TestLoadConfig_Quotas(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "kerneld.yaml", `
+quotas:
+  requests_per_second: 2.5
+  request_burst: 0
+  max_sessions: 30
+  runs_per_minute: 40
+  max_concurrent_runs: 5
+  tokens_per_day: 1000
+`)
+	def := DefaultConfig().Quotas
+	if def != (QuotasConfig{RequestsPerSecond: 100, RequestBurst: 200, MaxSessions: 10000, RunsPerMinute: 300,
+		MaxConcurrentRuns: 50, TokensPerDay: 10_000_000}) {
+		t.Errorf("defaults = %+v", def)
+	}
+	load := func(t *testing.T, m map[string]string) (Config, error) {
+		t.Helper()
+		return loadConfig(flagValues{config: file}, env(m))
+	}
+	tests := []struct {
+		env, fileValue, envValue string
+		get                      func(QuotasConfig) string
+	}{
+		{"KERNELD_REQUESTS_PER_SECOND", "2.5", "0.5", func(q QuotasConfig) string { return strconv.FormatFloat(q.RequestsPerSecond, 'g', -1, 64) }},
+		{"KERNELD_REQUEST_BURST", "0", "9", func(q QuotasConfig) string { return strconv.Itoa(q.RequestBurst) }},
+		{"KERNELD_MAX_SESSIONS", "30", "0", func(q QuotasConfig) string { return strconv.Itoa(q.MaxSessions) }},
+		{"KERNELD_RUNS_PER_MINUTE", "40", "41", func(q QuotasConfig) string { return strconv.Itoa(q.RunsPerMinute) }},
+		{"KERNELD_MAX_CONCURRENT_RUNS", "5", "6", func(q QuotasConfig) string { return strconv.Itoa(q.MaxConcurrentRuns) }},
+		{"KERNELD_TOKENS_PER_DAY", "1000", "1001", func(q QuotasConfig) string { return strconv.FormatInt(q.TokensPerDay, 10) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.env, func(t *testing.T) {
+			c, err := load(t, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tt.get(c.Quotas); got != tt.fileValue {
+				t.Errorf("from the file: %s, want %s", got, tt.fileValue)
+			}
+			if c, err = load(t, map[string]string{tt.env: tt.envValue}); err != nil {
+				t.Fatal(err)
+			}
+			if got := tt.get(c.Quotas); got != tt.envValue {
+				t.Errorf("%s=%s: %s, want the environment's", tt.env, tt.envValue, got)
+			}
+			if _, err := load(t, map[string]string{tt.env: "lots"}); err == nil || !strings.Contains(err.Error(), tt.env) {
+				t.Errorf("%s=lots: error %v, want one naming the variable", tt.env, err)
+			}
+			if _, err := load(t, map[string]string{tt.env: "-1"}); err == nil || !strings.Contains(err.Error(), "quotas:") {
+				t.Errorf("%s=-1: error %v, want one naming the quotas", tt.env, err)
+			}
+		})
+	}
+}

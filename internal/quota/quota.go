@@ -13,6 +13,7 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -96,17 +97,12 @@ func exceeded(code, limit string, retry time.Duration, format string, args ...an
 // RetryAfter returns the seconds a refusal of this package asks the
 // client to wait, and whether err is one.
 func RetryAfter(err error) (int64, bool) {
-	e, ok := errdefsError(err)
+	e, ok := errors.AsType[*errdefs.Error](err)
 	if !ok {
 		return 0, false
 	}
 	secs, ok := e.Extra["retry_after"].(int64)
 	return secs, ok
-}
-
-func errdefsError(err error) (*errdefs.Error, bool) {
-	e, ok := err.(*errdefs.Error) //nolint:errorlint // refusals are returned unwrapped
-	return e, ok
 }
 
 // tokensKey is the counter of tenant's model tokens on day (UTC).

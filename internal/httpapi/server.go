@@ -36,6 +36,10 @@ type Options struct {
 	// 0 for no bound.
 	MaxStreams          int
 	MaxStreamsPerTenant int
+	// CORSOrigins are the origins whose pages may call the API and read
+	// its streams: scheme://host[:port], or "*" for any origin without
+	// credentials. Empty allows none (see ValidateCORSOrigins).
+	CORSOrigins []string
 	// Quotas applies the tenants' quotas and rate limits; nil applies none.
 	Quotas  *quota.Limiter
 	Metrics http.Handler // served at /metrics; nil answers 404

@@ -200,3 +200,16 @@ func TestQuotas_TokensPerDay(t *testing.T) {
 	other := ts.must(t, http.StatusCreated, "POST", "/sessions", `{"agent":"echo"}`, otherKey...)["id"].(string)
 	ts.must(t, http.StatusAccepted, "POST", "/sessions/"+other+"/run", `{"input":"hi"}`, otherKey...)
 }
+
+// TestQuotas_Forks: a fork is a session stored, and a regenerate a
+// session and a run, under the same quotas as the ones created directly.
+func TestQuotas_Forks(t *testing.T) {
+	ts := newQuotaServer(t, quota.Limits{MaxSessions: 2, RunsPerMinute: 1}, nil)
+	id := ts.must(t, http.StatusCreated, "POST", "/sessions", `{"agent":"echo"}`, acmeKey...)["id"].(string)
+	runID := ts.must(t, http.StatusAccepted, "POST", "/sessions/"+id+"/run", `{"input":"hi"}`, acmeKey...)["id"].(string)
+	ts.waitRunAs(t, id, runID, acmeKey)
+	wantRefused(t, ts.do(t, "POST", "/sessions/"+id+"/runs/"+runID+"/regenerate", "", acmeKey...),
+		quota.CodeRateLimited, quota.LimitRunsPerMinute, time.Minute)
+	ts.must(t, http.StatusCreated, "POST", "/sessions/"+id+"/fork", "", acmeKey...)
+	wantRefused(t, ts.do(t, "POST", "/sessions/"+id+"/fork", "", acmeKey...), quota.CodeQuotaExceeded, quota.LimitSessions, time.Minute)
+}

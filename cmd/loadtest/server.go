@@ -29,11 +29,18 @@ const (
 // scripted model can stream it (token_delay 0). N input words make N
 // assistant TEXT_MESSAGE_CONTENT events.
 const (
-	configYAML = `# kerneld as the load test runs it: the defaults. Address, store, data
+	configYAML = `# kerneld as the load test runs it: the defaults, but no quotas (the load
+# is one tenant's, far above any tenant's fair share). Address, store, data
 # directory and agents directory are flags, since each replica has its own.
 log:
   format: text
   level: info
+quotas:
+  requests_per_second: 0
+  max_sessions: 0
+  runs_per_minute: 0
+  max_concurrent_runs: 0
+  tokens_per_day: 0
 `
 	agentYAML = `name: echo
 description: Echoes the input back as fast as the scripted model streams.

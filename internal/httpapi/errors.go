@@ -102,6 +102,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.Log(r.Context(), level, "request failed", "status", p.Status, "code", p.Code, "err", err,
 		"request_id", p.RequestID)
 	w.Header().Set("Content-Type", "application/problem+json")
+	setRetryAfter(w, err)
 	if p.Status == http.StatusRequestTimeout {
 		w.Header().Set("Connection", "close") // the rest of the body is not worth waiting for
 	}

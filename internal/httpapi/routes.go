@@ -26,7 +26,8 @@ func (s *Server) routes() chi.Router {
 	r.Get("/openapi.yaml", s.handle(s.handleOpenAPI))
 	r.With(s.requireOperator).Get("/metrics", s.handle(s.handleMetrics))
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireTenant)
+		r.Use(s.requireTenant, s.limitRequests)
+		r.With(s.timeout).Get("/usage", s.handle(s.handleUsage))
 		// Streams: never under a timeout (it would cut them off).
 		r.With(s.limitStreams).Get("/sessions/{id}/events", s.handle(s.handleEvents))
 		r.With(s.limitStreams).Post("/sessions/{id}/run", s.handle(s.handleRunCreate))

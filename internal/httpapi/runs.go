@@ -85,9 +85,14 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) error {
 		return errdefs.Invalid("Idempotency-Key", "is not valid UTF-8")
 	}
 	id := r.PathValue("id")
+	admitted, err := s.opts.Quotas.StartRun(r.Context(), kernel.TenantFrom(r.Context()))
+	if err != nil {
+		return err
+	}
 	run, replayed, err := s.kernel.Run(r.Context(), id, kernel.RunRequest{
 		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key, Overrides: req.Overrides.toOverrides(),
 	})
+	admitted(err == nil && !replayed)
 	if err != nil {
 		return err
 	}

@@ -137,6 +137,9 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	if req.Inherit != nil {
 		create.InheritMemory = req.Inherit.Memory
 	}
+	if err := s.allowSession(r.Context()); err != nil {
+		return err
+	}
 	sess, err := s.kernel.CreateSession(r.Context(), create)
 	if err != nil {
 		return err

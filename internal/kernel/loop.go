@@ -137,6 +137,10 @@ func (r *runner) loop(ctx context.Context) error {
 		}
 		first = n
 	}
+	// A run that waited in a queue may find its tenant's budget spent.
+	if err := r.chargeTokens(ctx, 0); err != nil {
+		return err
+	}
 	for n := first; n < r.spec.MaxTurns; n++ {
 		// Tool results can win the race with a stop: the stop must end
 		// the run before another model call, not be found by its reads.
@@ -185,11 +189,16 @@ func (r *runner) modelTurn(ctx context.Context, n int) ([]session.ToolCall, erro
 	}
 	r.addUsage(req.Model, r.turn.usage)
 	msg, ok := r.turn.message()
+	spent := r.turn.usage.InputTokens + r.turn.usage.OutputTokens
 	r.turn = nil
-	if !ok {
-		return nil, nil
+	if ok {
+		if err := r.record(msg); err != nil {
+			return nil, err
+		}
 	}
-	if err := r.record(msg); err != nil {
+	// The turn is recorded whole; a spent budget stops the run before its
+	// tools or its next model call.
+	if err := r.chargeTokens(ctx, spent); err != nil {
 		return nil, err
 	}
 	return msg.ToolCalls, nil
@@ -309,6 +318,9 @@ func (r *runner) endingFor(err error) ending {
 		return failed(session.ErrorCodeTimeout, fmt.Sprintf("the run exceeded its run_timeout of %s", runTimeout(r.spec.Limits.RunTimeout)), session.RunFailed)
 	case errors.Is(err, errMaxTurns):
 		return failed(session.ErrorCodeMaxTurns, fmt.Sprintf("the run reached max_turns (%d model calls)", r.spec.MaxTurns), session.RunFailed)
+	}
+	if code, msg, ok := quotaEnding(err); ok {
+		return failed(code, msg, session.RunFailed)
 	}
 	if me, ok := errors.AsType[*modelError](err); ok {
 		return failed(session.ErrorCodeModel, me.Error(), session.RunFailed)

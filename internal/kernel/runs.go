@@ -204,7 +204,7 @@ func (k *Kernel) startNew(ctx context.Context, h *held, s session.Session, spec 
 	}
 	run.Overrides, run.Kind = req.Overrides.Clone(), req.kind
 	run.Model = k.modelOf(spec, s, run)
-	ar := newActiveRun(h, run)
+	ar := newActiveRun(h, s, run)
 	if err := k.store.CreateRun(ctx, run, k.runConstraints(0)); err != nil {
 		k.owner.release(h)
 		return k.duplicate(err)

@@ -78,6 +78,9 @@ const (
 	ErrorCodeMaxTurns    = "max_turns"
 	ErrorCodeModel       = "model_error"
 	ErrorCodeInternal    = "internal"
+	// ErrorCodeQuotaExceeded stops a run whose tenant spent its model
+	// tokens for the day.
+	ErrorCodeQuotaExceeded = "quota_exceeded"
 )
 
 // Run is one agent turn: from the user's input to the agent's answer,

@@ -29,6 +29,7 @@ func (s *Server) routes() chi.Router {
 		// Streams: never under a timeout (it would cut them off).
 		r.With(s.limitStreams).Get("/sessions/{id}/events", s.handle(s.handleEvents))
 		r.With(s.limitStreams).Post("/sessions/{id}/run", s.handle(s.handleRunCreate))
+		r.With(s.limitStreams).Post("/run", s.handle(s.handleOneCallRun))
 		r.Group(func(r chi.Router) {
 			r.Use(s.timeout)
 			r.Get("/agents", s.handle(s.handleAgentList))

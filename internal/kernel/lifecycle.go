@@ -15,9 +15,11 @@ import (
 // streams end after their final events. The history stays readable until
 // the session is deleted.
 func (k *Kernel) CloseSession(ctx context.Context, id string) (session.Session, error) {
-	if _, err := k.GetSession(ctx, id); err != nil {
+	s, err := k.GetSession(ctx, id)
+	if err != nil {
 		return session.Session{}, err
 	}
+	id = s.ID // the key it is stored under
 	return k.closeSession(ctx, id)
 }
 
@@ -28,9 +30,11 @@ func (k *Kernel) CloseSession(ctx context.Context, id string) (session.Session, 
 // its run is stopped before its children go: a run waiting on a child it
 // spawned must end cancelled with it, not find the child gone and carry on.
 func (k *Kernel) DeleteSession(ctx context.Context, id string, cascade bool) error {
-	if _, err := k.GetSession(ctx, id); err != nil {
+	s, err := k.GetSession(ctx, id)
+	if err != nil {
 		return err
 	}
+	id = s.ID // the key it is stored under
 	return k.deleteSession(ctx, id, cascade)
 }
 

@@ -444,11 +444,13 @@ func (k *Kernel) saveRun(ctx context.Context, r *session.Run) error {
 
 // GetRun returns one run of a session.
 func (k *Kernel) GetRun(ctx context.Context, sessionID, runID string) (session.Run, error) {
-	if _, err := k.GetSession(ctx, sessionID); err != nil {
+	s, err := k.GetSession(ctx, sessionID)
+	if err != nil {
 		return session.Run{}, err
 	}
-	notFound := errdefs.New(errdefs.ErrNotFound, "run_not_found", "run %q not found in session %s", runID, sessionID)
-	if !validID(runID) {
+	sessionID = s.ID // the key it is stored under
+	notFound := errdefs.New(errdefs.ErrNotFound, "run_not_found", "run %q not found in session %s", runID, session.PublicID(sessionID))
+	if !validID(runID) && !session.ValidClientID(runID) {
 		return session.Run{}, notFound
 	}
 	r, err := k.store.GetRun(ctx, sessionID, runID)
@@ -463,9 +465,11 @@ func (k *Kernel) GetRun(ctx context.Context, sessionID, runID string) (session.R
 
 // ListRuns returns a page of a session's runs, newest first.
 func (k *Kernel) ListRuns(ctx context.Context, sessionID string, page PageRequest) (Page[session.Run], error) {
-	if _, err := k.GetSession(ctx, sessionID); err != nil {
+	s, err := k.GetSession(ctx, sessionID)
+	if err != nil {
 		return Page[session.Run]{}, err
 	}
+	sessionID = s.ID // the key it is stored under
 	limit, err := page.size()
 	if err != nil {
 		return Page[session.Run]{}, err

@@ -56,16 +56,17 @@ func (o object) event(t EventType) Event {
 	return Event{Type: t, Data: json.RawMessage(append(o, '}'))}
 }
 
-// RunStarted opens a run. threadID is the session id.
+// RunStarted opens a run. threadID is the session's id or store key: the
+// event names it by its PublicID.
 func RunStarted(threadID, runID string) Event {
-	return newObject(EventRunStarted).str("threadId", threadID).str("runId", runID).
+	return newObject(EventRunStarted).str("threadId", PublicID(threadID)).str("runId", runID).
 		str("protocolVersion", ProtocolVersion).event(EventRunStarted)
 }
 
 // RunFinished closes a run that succeeded or was cancelled. A cancelled run
 // says why in metadata.kerneld.reason.
 func RunFinished(threadID, runID string, outcome Outcome, reason string, usage Usage) Event {
-	o := newObject(EventRunFinished).str("threadId", threadID).str("runId", runID)
+	o := newObject(EventRunFinished).str("threadId", PublicID(threadID)).str("runId", runID)
 	o = append(o.key("outcome"), `{"type":`...)
 	o = append(appendString(o, string(outcome)), '}')
 	ev := o.raw("usage", appendUsage(nil, usage)).event(EventRunFinished)
@@ -211,7 +212,7 @@ func (e *Event) Member(name string) string {
 func SubagentStarted(subagentRunID, name, parentToolCallID, childSessionID string) Event {
 	ev := newObject(EventSubagentStarted).str("subagentRunId", subagentRunID).str("name", name).
 		optStr("parentToolCallId", parentToolCallID).event(EventSubagentStarted)
-	ev.Meta = metaString("childSessionId", childSessionID)
+	ev.Meta = metaString("childSessionId", PublicID(childSessionID))
 	return ev
 }
 

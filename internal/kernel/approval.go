@@ -60,7 +60,8 @@ func (k *Kernel) Decide(ctx context.Context, sessionID, runID, toolCallID string
 		return Approval{}, err
 	}
 	sessionID = got.SessionID // the key it is stored under
-	a, err := k.approval(ctx, sessionID, runID, toolCallID) // only a logged request can be decided
+	// Only a logged request can be decided.
+	a, err := k.approval(ctx, sessionID, runID, toolCallID)
 	if err != nil {
 		return Approval{}, err
 	}

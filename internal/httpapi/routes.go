@@ -30,6 +30,7 @@ func (s *Server) routes() chi.Router {
 		r.With(s.limitStreams).Get("/sessions/{id}/events", s.handle(s.handleEvents))
 		r.With(s.limitStreams).Post("/sessions/{id}/run", s.handle(s.handleRunCreate))
 		r.With(s.limitStreams).Post("/run", s.handle(s.handleOneCallRun))
+		r.With(s.limitStreams).Post("/agents/{name}/agui", s.handle(s.handleAGUIRun))
 		r.Group(func(r chi.Router) {
 			r.Use(s.timeout)
 			r.Get("/agents", s.handle(s.handleAgentList))

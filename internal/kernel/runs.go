@@ -1,7 +1,9 @@
 package kernel
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -30,6 +32,28 @@ type RunRequest struct {
 	Input          string
 	IfBusy         BusyPolicy // "" means BusyReject
 	IdempotencyKey string
+	// ID is the run's id when the client chose it (AG-UI runId); "" lets
+	// kerneld choose.
+	ID string
+	// AGUI holds what an AG-UI client adds to a run; see session.RunExt.
+	AGUI AGUIRun
+}
+
+// AGUIRun is what an AG-UI RunAgentInput adds to a run.
+type AGUIRun struct {
+	UserMessageID string
+	Context       []session.ContextEntry
+	AgentState    json.RawMessage
+}
+
+// newRun returns the record of a new run of session sessionID for req.
+func (k *Kernel) newRun(sessionID string, req RunRequest, state session.RunState) session.Run {
+	run := session.Run{
+		ID: cmp.Or(req.ID, session.NewID()), SessionID: sessionID, State: state, Input: req.Input,
+		IdempotencyKey: req.IdempotencyKey, CreatedAt: k.now(),
+	}
+	run.UserMessageID, run.Context, run.AgentState = req.AGUI.UserMessageID, req.AGUI.Context, req.AGUI.AgentState
+	return run
 }
 
 // Run accepts input for a session and starts a run: it persists the run
@@ -189,11 +213,8 @@ func (k *Kernel) unfinishedRun(ctx context.Context, s session.Session) (string, 
 // startNew starts req on session s, idle, whose lease h this request just
 // took, and hands the session to a new driver.
 func (k *Kernel) startNew(ctx context.Context, h *held, s session.Session, spec agents.Spec, req RunRequest) (session.Run, bool, error) {
-	now := k.now()
-	run := session.Run{
-		ID: session.NewID(), SessionID: s.ID, State: session.RunRunning, Input: req.Input,
-		IdempotencyKey: req.IdempotencyKey, CreatedAt: now, StartedAt: now,
-	}
+	run := k.newRun(s.ID, req, session.RunRunning)
+	run.StartedAt = run.CreatedAt
 	run.Model = k.modelOf(spec, s, run)
 	ar := newActiveRun(h, run)
 	if err := k.store.CreateRun(ctx, run, k.runConstraints(0)); err != nil {
@@ -214,10 +235,7 @@ func (k *Kernel) startNew(ctx context.Context, h *held, s session.Session, spec 
 // ifBusy, and tells the session's owner, which starts it or applies the
 // policy. The caller holds the session's stripe lock.
 func (k *Kernel) post(ctx context.Context, s session.Session, req RunRequest, ifBusy BusyPolicy) (session.Run, bool, error) {
-	run := session.Run{
-		ID: session.NewID(), SessionID: s.ID, State: session.RunQueued, Input: req.Input,
-		IdempotencyKey: req.IdempotencyKey, CreatedAt: k.now(),
-	}
+	run := k.newRun(s.ID, req, session.RunQueued)
 	run.IfBusy = string(ifBusy)
 	if err := k.store.CreateRun(ctx, run, k.runConstraints(k.limits.MaxQueued)); err != nil {
 		return k.duplicate(err)
@@ -336,19 +354,25 @@ func (k *Kernel) start(ctx context.Context, h *held, s session.Session, r *sessi
 		}
 		s.ActiveRunID = r.ID
 		s.ExpiresAt = time.Time{} // a busy session does not expire; its TTL restarts when it is free
+		if r.AgentState != nil {
+			s.AgentState = r.AgentState
+		}
 		return nil
 	})
 	if err != nil {
 		k.abandon(h, prev, r)
 		return false, err
 	}
-	msgID := session.NewMessageID()
-	evs := []session.Event{
-		session.RunStarted(s.ID, r.ID),
+	msgID := cmp.Or(r.UserMessageID, session.NewMessageID())
+	evs := []session.Event{session.RunStarted(s.ID, r.ID)}
+	if r.AgentState != nil {
+		evs = append(evs, session.StateSnapshot(r.AgentState))
+	}
+	evs = append(evs,
 		session.TextMessageStart(msgID, session.RoleUser),
 		session.TextMessageContent(msgID, r.Input),
 		session.TextMessageEnd(msgID),
-	}
+	)
 	if err := k.emit(ctx, h.token, s.ID, r.ID, evs...); err != nil {
 		k.abandon(h, prev, r)
 		return false, err

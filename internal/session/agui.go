@@ -76,6 +76,11 @@ func RunFinished(threadID, runID string, outcome Outcome, reason string, usage U
 	return ev
 }
 
+// StateSnapshot carries the session's whole AG-UI state, a JSON value.
+func StateSnapshot(state json.RawMessage) Event {
+	return newObject(EventStateSnapshot).raw("snapshot", state).event(EventStateSnapshot)
+}
+
 // RunErrored closes a run that failed; code is one of the ErrorCode values.
 func RunErrored(code, message string, usage Usage) Event {
 	return newObject(EventRunError).str("message", message).str("code", code).

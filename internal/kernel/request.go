@@ -89,9 +89,9 @@ func withSection(base, heading string, lines []string) string {
 		return base
 	}
 	var b strings.Builder
-	b.WriteString(base)
-	if base != "" {
-		b.WriteString("\n\n")
+	if base = strings.TrimRight(base, "\n"); base != "" {
+		b.WriteString(base)
+		b.WriteString("\n\n") // one blank line between sections
 	}
 	b.WriteString(heading)
 	b.WriteString("\n")

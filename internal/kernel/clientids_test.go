@@ -75,6 +75,25 @@ func TestEnsureSession_ReplicasCreateOneSession(t *testing.T) {
 			assert.Equal(t, "echo", got.Agent)
 			_, _, err = rs[0].EnsureSession(acme, kernel.CreateSession{Agent: "tooluser", ID: "thread-1"})
 			assert.Equal(t, "session_exists", errdefs.CodeOf(err))
+
+			// Runs, events and messages of a client id work on every store.
+			run, _, err := rs[1].Run(acme, "thread-1", kernel.RunRequest{Input: "hi", ID: "run-1"})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				got, err := rs[0].GetRun(acme, "thread-1", run.ID)
+				return err == nil && got.State.Terminal()
+			}, 10*time.Second, 5*time.Millisecond)
+			msgs, err := rs[0].Messages(acme, "thread-1", kernel.PageRequest{})
+			require.NoError(t, err)
+			assert.Len(t, msgs.Items, 2)
+			evs, err := rs[0].Events(acme, "thread-1", 0, 0)
+			require.NoError(t, err)
+			require.NotEmpty(t, evs)
+			assert.Contains(t, string(evs[0].Data), `"threadId":"thread-1","runId":"run-1"`)
+			_, err = rs[0].Messages(other, "thread-1", kernel.PageRequest{})
+			assert.NoError(t, err, "tenant other has its own thread-1")
+			_, err = rs[0].GetRun(other, "thread-1", run.ID)
+			assert.Equal(t, "run_not_found", errdefs.CodeOf(err), "tenant other does not see acme's run")
 		})
 	}
 }

@@ -60,7 +60,7 @@ func (k *Kernel) PutMemory(ctx context.Context, sessionID, key string, value jso
 		return session.MemoryEntry{}, err
 	}
 	if s.State == session.StateClosed {
-		return session.MemoryEntry{}, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", s.ID)
+		return session.MemoryEntry{}, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", session.PublicID(s.ID))
 	}
 	return k.putMemory(ctx, s.ID, key, value)
 }

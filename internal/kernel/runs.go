@@ -161,7 +161,7 @@ func (k *Kernel) accept(ctx context.Context, s session.Session, spec agents.Spec
 		return session.Run{}, false, fmt.Errorf("get session: %w", err)
 	}
 	if !s.State.AcceptsRuns() {
-		return session.Run{}, false, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", s.ID)
+		return session.Run{}, false, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", session.PublicID(s.ID))
 	}
 	busy, err := k.unfinishedRun(ctx, s)
 	if err != nil {

@@ -150,7 +150,7 @@ func (k *Kernel) placeUnder(ctx context.Context, s *session.Session, parentID st
 		return err
 	}
 	if parent.State == session.StateClosed {
-		return errdefs.New(errdefs.ErrConflict, "session_closed", "parent session %s is closed", parent.ID)
+		return errdefs.New(errdefs.ErrConflict, "session_closed", "parent session %s is closed", session.PublicID(parent.ID))
 	}
 	spec, err := k.agents.Get(parent.Agent)
 	if err != nil {

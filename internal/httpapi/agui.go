@@ -204,7 +204,7 @@ func edited(m clientMessage, stored session.Message) bool {
 func historyConflict(format string, args ...any) error {
 	return errdefs.New(errdefs.ErrConflict, "history_conflict",
 		"messages contradict the thread's history: "+format+
-			"; kerneld keeps the history, so send it as received, plus the new user message", args...)
+			"; kerneld keeps the history, so send it as received, plus the new user message (to edit, fork the thread: POST /sessions/{id}/fork)", args...)
 }
 
 // readAGUIInput reads and checks a RunAgentInput.

@@ -22,6 +22,9 @@ type streamRequest struct {
 	// clients append content to the message they hold, so sending it
 	// again would double it; the id keeps Last-Event-ID and the seqs whole.
 	quiet []byte
+	// snapshot starts the stream with a MESSAGES_SNAPSHOT instead of at
+	// after (see takeSnapshot).
+	snapshot bool
 }
 
 // stream is one SSE response being served, by its request's goroutine.
@@ -39,6 +42,9 @@ type stream struct {
 	behind   time.Time // since when the stream has had something to send; zero when idle
 	idle     *time.Timer
 	buf      []byte // the next write, reused
+
+	snapshot   []byte // the MESSAGES_SNAPSHOT frame still to send, if any
+	snapshotAt int64  // sent after the event with this seq; 0: first
 }
 
 // serve streams a session's events to w: the log after req.after, then
@@ -60,7 +66,7 @@ func (s *Streams) serve(w http.ResponseWriter, r *http.Request, log eventReader,
 	s.followFrom(req.sessionID, f, sess.LastSeq)
 	if sess.State == session.StateClosed {
 		f.end(sess.LastSeq)
-		if req.runID == "" && req.after >= sess.LastSeq {
+		if req.runID == "" && !req.snapshot && req.after >= sess.LastSeq {
 			// Nothing will ever follow: 204 tells an EventSource to stop
 			// reconnecting.
 			w.WriteHeader(http.StatusNoContent)
@@ -70,12 +76,17 @@ func (s *Streams) serve(w http.ResponseWriter, r *http.Request, log eventReader,
 	st := &stream{hub: s, w: w, rc: http.NewResponseController(w), log: log, f: f, sub: sub, req: req,
 		sent: req.after, idle: time.NewTimer(s.opts.Heartbeat)}
 	defer st.idle.Stop()
+	if req.snapshot {
+		if err := st.takeSnapshot(r.Context()); err != nil {
+			return err
+		}
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	if st.write(append(st.buf[:0], retryLine...)) == nil {
+	if st.write(st.appendSnapshot(append(st.buf[:0], retryLine...), 0)) == nil {
 		st.run(r.Context())
 	}
 	return nil
@@ -191,6 +202,7 @@ func (st *stream) fromLog(ctx context.Context, initial bool) (more, done bool, d
 		case st.elides(ev.Type, st.buf[frameStart:]):
 			st.buf = appendIDFrame(st.buf[:frameStart], ev.Seq)
 		}
+		st.buf = st.appendSnapshot(st.buf, ev.Seq)
 		st.sent = ev.Seq
 		if last {
 			done = true

@@ -60,7 +60,7 @@ func (k *Kernel) PutMemory(ctx context.Context, sessionID, key string, value jso
 		return session.MemoryEntry{}, err
 	}
 	if s.State == session.StateClosed {
-		return session.MemoryEntry{}, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", session.PublicID(s.ID))
+		return session.MemoryEntry{}, sessionClosed(s.ID)
 	}
 	return k.putMemory(ctx, s.ID, key, value)
 }
@@ -88,6 +88,9 @@ func (k *Kernel) DeleteMemory(ctx context.Context, sessionID, key string) error 
 		return err
 	}
 	sessionID = s.ID // the key it is stored under
+	if s.State == session.StateClosed {
+		return sessionClosed(s.ID)
+	}
 	if err := checkMemoryKey(key); err != nil {
 		return err
 	}

@@ -33,6 +33,8 @@ func (s *Server) routes() chi.Router {
 		r.With(s.limitStreams).Post("/sessions/{id}/run", s.handle(s.handleRunCreate))
 		// A summary takes as long as the model does: no request timeout.
 		r.Post("/sessions/{id}/compact", s.handle(s.handleSessionCompact))
+		r.With(s.limitStreams).Post("/run", s.handle(s.handleOneCallRun))
+		r.With(s.limitStreams).Post("/agents/{name}/agui", s.handle(s.handleAGUIRun))
 		r.Group(func(r chi.Router) {
 			r.Use(s.timeout)
 			r.Get("/agents", s.handle(s.handleAgentList))

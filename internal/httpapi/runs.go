@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/kernel"
@@ -58,7 +57,7 @@ type runResponse struct {
 
 func toRunResponse(r session.Run) runResponse {
 	out := runResponse{
-		ID: r.ID, SessionID: r.SessionID, State: r.State, Input: r.Input,
+		ID: r.ID, SessionID: session.PublicID(r.SessionID), State: r.State, Input: r.Input,
 		IdempotencyKey: nullable(r.IdempotencyKey), IfBusy: nullable(r.IfBusy), SteeredInto: nullable(r.SteeredInto),
 		Model: nullable(r.Model), Overrides: toOverridesBody(r.Overrides), Kind: cmp.Or(r.Kind, "input"),
 		CreatedAt: r.CreatedAt.UTC(),
@@ -80,23 +79,28 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	key := r.Header.Get("Idempotency-Key")
-	if !utf8.ValidString(key) {
-		return errdefs.Invalid("Idempotency-Key", "is not valid UTF-8")
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
 	}
-	id := r.PathValue("id")
+	return s.startRun(w, r, r.PathValue("id"), kernel.RunRequest{
+		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key, Overrides: req.Overrides.toOverrides(),
+	})
+}
+
+// startRun starts req on session id and answers as "POST
+// /sessions/{id}/run" does: 202 with the run, or its events inline.
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request, id string, req kernel.RunRequest) error {
 	admitted, err := s.opts.Quotas.StartRun(r.Context(), kernel.TenantFrom(r.Context()))
 	if err != nil {
 		return err
 	}
-	run, replayed, err := s.kernel.Run(r.Context(), id, kernel.RunRequest{
-		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key, Overrides: req.Overrides.toOverrides(),
-	})
+	run, replayed, err := s.kernel.Run(r.Context(), id, req)
 	admitted(err == nil && !replayed)
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Location", "/sessions/"+id+"/runs/"+run.ID)
+	w.Header().Set("Location", "/sessions/"+session.PublicID(run.SessionID)+"/runs/"+run.ID)
 	if replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/kernel"
@@ -13,6 +14,7 @@ import (
 )
 
 type createSessionRequest struct {
+	ID        *string                    `json:"id"`
 	Agent     string                     `json:"agent"`
 	Name      string                     `json:"name"`
 	Metadata  map[string]string          `json:"metadata"`
@@ -32,6 +34,9 @@ type inheritBody struct {
 func (req createSessionRequest) Validate() error {
 	if req.Agent == "" {
 		return errdefs.Invalid("agent", "required")
+	}
+	if req.ID != nil && !session.ValidClientID(*req.ID) {
+		return errdefs.Invalid("id", "must be 1 to 128 characters of [A-Za-z0-9._:-]")
 	}
 	if _, err := req.ttl(); err != nil {
 		return err
@@ -97,14 +102,14 @@ func toSessionResponse(s session.Session) sessionResponse {
 		inherit = &inheritBody{Memory: s.InheritMemory}
 	}
 	out := sessionResponse{
-		ID: s.ID, Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State,
-		ParentID: nullable(s.ParentID), RootID: s.RootID, Depth: s.Depth, Tenant: s.Tenant,
+		ID: session.PublicID(s.ID), Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State,
+		ParentID: nullable(session.PublicID(s.ParentID)), RootID: session.PublicID(s.RootID), Depth: s.Depth, Tenant: s.Tenant,
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
 		ClosedReason: nullable(s.ClosedReason), Overrides: toOverridesBody(s.Overrides),
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
 	if s.ForkedFrom != "" {
-		out.ForkedFrom = &forkedFromResponse{SessionID: s.ForkedFrom, MessagePosition: s.ForkPosition}
+		out.ForkedFrom = &forkedFromResponse{SessionID: session.PublicID(s.ForkedFrom), MessagePosition: s.ForkPosition}
 	}
 	return out
 }
@@ -129,10 +134,14 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
 	ttl, _ := req.ttl() // Validate checked it
 	create := kernel.CreateSession{
 		Agent: req.Agent, Name: req.Name, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
-		Overrides: req.Overrides.toOverrides(),
+		Overrides: req.Overrides.toOverrides(), ID: deref(req.ID), IdempotencyKey: key,
 	}
 	if req.Inherit != nil {
 		create.InheritMemory = req.Inherit.Memory
@@ -140,12 +149,28 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	if err := s.allowSession(r.Context()); err != nil {
 		return err
 	}
-	sess, err := s.kernel.CreateSession(r.Context(), create)
+	sess, created, err := s.kernel.EnsureSession(r.Context(), create)
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Location", "/sessions/"+sess.ID)
+	w.Header().Set("Location", "/sessions/"+session.PublicID(sess.ID))
+	if !created {
+		// A retry, or a client making sure its session exists: as it is.
+		if req.ID == nil {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+		return writeJSON(w, http.StatusOK, toSessionResponse(sess))
+	}
 	return writeJSON(w, http.StatusCreated, toSessionResponse(sess))
+}
+
+// idempotencyKey reads the request's Idempotency-Key header; "" if none.
+func idempotencyKey(r *http.Request) (string, error) {
+	key := r.Header.Get("Idempotency-Key")
+	if !utf8.ValidString(key) {
+		return "", errdefs.Invalid("Idempotency-Key", "is not valid UTF-8")
+	}
+	return key, nil
 }
 
 // handleSessionList handles "GET /sessions".
@@ -251,4 +276,12 @@ func nullable(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// deref returns *p, or "" for nil.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

@@ -29,10 +29,11 @@ func (k *Kernel) CloseSessionWithReason(ctx context.Context, id, reason string) 
 	if len(reason) > MaxClosedReasonLen {
 		return session.Session{}, errdefs.Invalid("reason", fmt.Sprintf("longer than %d bytes", MaxClosedReasonLen))
 	}
-	if _, err := k.GetSession(ctx, id); err != nil {
+	s, err := k.GetSession(ctx, id)
+	if err != nil {
 		return session.Session{}, err
 	}
-	return k.closeSession(ctx, id, reason)
+	return k.closeSession(ctx, s.ID, reason)
 }
 
 // DeleteSession cancels the session's run and deletes the session with its
@@ -42,9 +43,11 @@ func (k *Kernel) CloseSessionWithReason(ctx context.Context, id, reason string) 
 // its run is stopped before its children go: a run waiting on a child it
 // spawned must end cancelled with it, not find the child gone and carry on.
 func (k *Kernel) DeleteSession(ctx context.Context, id string, cascade bool) error {
-	if _, err := k.GetSession(ctx, id); err != nil {
+	s, err := k.GetSession(ctx, id)
+	if err != nil {
 		return err
 	}
+	id = s.ID // the key it is stored under
 	return k.deleteSession(ctx, id, cascade)
 }
 
@@ -273,5 +276,5 @@ func idleState(ended session.Run) session.State {
 
 // sessionClosed is the error of a change a closed session refuses.
 func sessionClosed(id string) error {
-	return errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", id)
+	return errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", session.PublicID(id))
 }

@@ -17,9 +17,11 @@ var memoryKey = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,128}$`)
 
 // GetMemory returns one entry of a session's memory.
 func (k *Kernel) GetMemory(ctx context.Context, sessionID, key string) (session.MemoryEntry, error) {
-	if _, err := k.GetSession(ctx, sessionID); err != nil {
+	s, err := k.GetSession(ctx, sessionID)
+	if err != nil {
 		return session.MemoryEntry{}, err
 	}
+	sessionID = s.ID // the key it is stored under
 	return k.getMemory(ctx, sessionID, key)
 }
 
@@ -39,9 +41,11 @@ func (k *Kernel) getMemory(ctx context.Context, sessionID, key string) (session.
 
 // ListMemory returns all entries of a session's memory, sorted by key.
 func (k *Kernel) ListMemory(ctx context.Context, sessionID string) ([]session.MemoryEntry, error) {
-	if _, err := k.GetSession(ctx, sessionID); err != nil {
+	s, err := k.GetSession(ctx, sessionID)
+	if err != nil {
 		return nil, err
 	}
+	sessionID = s.ID // the key it is stored under
 	entries, err := k.store.ListMemory(ctx, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("list memory: %w", err)
@@ -58,7 +62,7 @@ func (k *Kernel) PutMemory(ctx context.Context, sessionID, key string, value jso
 	if s.State == session.StateClosed {
 		return session.MemoryEntry{}, sessionClosed(s.ID)
 	}
-	return k.putMemory(ctx, sessionID, key, value)
+	return k.putMemory(ctx, s.ID, key, value)
 }
 
 func (k *Kernel) putMemory(ctx context.Context, sessionID, key string, value json.RawMessage) (session.MemoryEntry, error) {
@@ -83,6 +87,7 @@ func (k *Kernel) DeleteMemory(ctx context.Context, sessionID, key string) error 
 	if err != nil {
 		return err
 	}
+	sessionID = s.ID // the key it is stored under
 	if s.State == session.StateClosed {
 		return sessionClosed(s.ID)
 	}

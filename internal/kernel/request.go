@@ -38,7 +38,7 @@ func (r *runner) request(ctx context.Context, n int) (llm.Request, error) {
 	r.cutWindow()
 	return llm.Request{
 		Model:           r.settings.Model,
-		System:          systemPrompt(r.spec.SystemPrompt, mem),
+		System:          withContext(systemPrompt(r.spec.SystemPrompt, mem), r.run.Context),
 		Messages:        r.modelView(),
 		Tools:           r.tools,
 		Temperature:     r.settings.Temperature,
@@ -71,17 +71,28 @@ func window(msgs []llm.Message, max int) []llm.Message {
 // systemPrompt appends the session's memory to the agent's prompt: memory
 // is context injected into every run.
 func systemPrompt(base string, mem []session.MemoryEntry) string {
-	if len(mem) == 0 {
+	lines := make([]string, len(mem))
+	for i, e := range mem {
+		lines[i] = fmt.Sprintf("%s: %s", e.Key, e.Value)
+	}
+	return withSection(base, "Session memory (JSON values kept across runs; change them with memory_set):", lines)
+}
+
+// withSection appends a heading and a list of lines to a system prompt;
+// without lines it returns the prompt as it is.
+func withSection(base, heading string, lines []string) string {
+	if len(lines) == 0 {
 		return base
 	}
 	var b strings.Builder
-	b.WriteString(base)
-	if base != "" {
-		b.WriteString("\n\n")
+	if base = strings.TrimRight(base, "\n"); base != "" {
+		b.WriteString(base)
+		b.WriteString("\n\n") // one blank line between sections
 	}
-	b.WriteString("Session memory (JSON values kept across runs; change them with memory_set):\n")
-	for _, e := range mem {
-		fmt.Fprintf(&b, "- %s: %s\n", e.Key, e.Value)
+	b.WriteString(heading)
+	b.WriteString("\n")
+	for _, l := range lines {
+		fmt.Fprintf(&b, "- %s\n", l)
 	}
 	return b.String()
 }
@@ -93,4 +104,14 @@ func toLLM(m session.Message) llm.Message {
 		out.ToolCalls = append(out.ToolCalls, llm.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
 	return out
+}
+
+// withContext appends the context a client gave the run to its system
+// prompt, one entry a line.
+func withContext(system string, entries []session.ContextEntry) string {
+	lines := make([]string, len(entries))
+	for i, e := range entries {
+		lines[i] = e.Description + ": " + e.Value
+	}
+	return withSection(system, "Context from the client for this run:", lines)
 }

@@ -3,6 +3,7 @@ package kernel
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -35,6 +36,29 @@ type RunRequest struct {
 	// agent allows.
 	Overrides *session.Overrides
 	kind      string // session.RunKindCompaction for Compact's run, which has no input
+	// ID is the run's id when the client chose it (AG-UI runId); "" lets
+	// kerneld choose.
+	ID string
+	// AGUI holds what an AG-UI client adds to a run; see session.RunExt.
+	AGUI AGUIRun
+}
+
+// AGUIRun is what an AG-UI RunAgentInput adds to a run.
+type AGUIRun struct {
+	UserMessageID string
+	Context       []session.ContextEntry
+	AgentState    json.RawMessage
+}
+
+// newRun returns the record of a new run of session sessionID for req.
+func (k *Kernel) newRun(sessionID string, req RunRequest, state session.RunState) session.Run {
+	run := session.Run{
+		ID: cmp.Or(req.ID, session.NewID()), SessionID: sessionID, State: state, Input: req.Input,
+		IdempotencyKey: req.IdempotencyKey, CreatedAt: k.now(),
+	}
+	run.UserMessageID, run.Context, run.AgentState = req.AGUI.UserMessageID, req.AGUI.Context, req.AGUI.AgentState
+	run.Overrides, run.Kind = req.Overrides.Clone(), req.kind
+	return run
 }
 
 // Run accepts input for a session and starts a run: it persists the run
@@ -145,7 +169,7 @@ func (k *Kernel) accept(ctx context.Context, s session.Session, spec agents.Spec
 		return session.Run{}, false, fmt.Errorf("get session: %w", err)
 	}
 	if !s.State.AcceptsRuns() {
-		return session.Run{}, false, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", s.ID)
+		return session.Run{}, false, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", session.PublicID(s.ID))
 	}
 	busy, err := k.unfinishedRun(ctx, s)
 	if err != nil {
@@ -197,12 +221,8 @@ func (k *Kernel) unfinishedRun(ctx context.Context, s session.Session) (string, 
 // startNew starts req on session s, idle, whose lease h this request just
 // took, and hands the session to a new driver.
 func (k *Kernel) startNew(ctx context.Context, h *held, s session.Session, spec agents.Spec, req RunRequest) (session.Run, bool, error) {
-	now := k.now()
-	run := session.Run{
-		ID: session.NewID(), SessionID: s.ID, State: session.RunRunning, Input: req.Input,
-		IdempotencyKey: req.IdempotencyKey, CreatedAt: now, StartedAt: now,
-	}
-	run.Overrides, run.Kind = req.Overrides.Clone(), req.kind
+	run := k.newRun(s.ID, req, session.RunRunning)
+	run.StartedAt = run.CreatedAt
 	run.Model = k.modelOf(spec, s, run)
 	ar := newActiveRun(h, s, run)
 	if err := k.store.CreateRun(ctx, run, k.runConstraints(0)); err != nil {
@@ -223,11 +243,8 @@ func (k *Kernel) startNew(ctx context.Context, h *held, s session.Session, spec 
 // ifBusy, and tells the session's owner, which starts it or applies the
 // policy. The caller holds the session's stripe lock.
 func (k *Kernel) post(ctx context.Context, s session.Session, req RunRequest, ifBusy BusyPolicy) (session.Run, bool, error) {
-	run := session.Run{
-		ID: session.NewID(), SessionID: s.ID, State: session.RunQueued, Input: req.Input,
-		IdempotencyKey: req.IdempotencyKey, CreatedAt: k.now(),
-	}
-	run.IfBusy, run.Overrides, run.Kind = string(ifBusy), req.Overrides.Clone(), req.kind
+	run := k.newRun(s.ID, req, session.RunQueued)
+	run.IfBusy = string(ifBusy)
 	if err := k.store.CreateRun(ctx, run, k.runConstraints(k.limits.MaxQueued)); err != nil {
 		return k.duplicate(err)
 	}
@@ -349,16 +366,22 @@ func (k *Kernel) start(ctx context.Context, h *held, s session.Session, r *sessi
 		}
 		s.ActiveRunID = r.ID
 		s.ExpiresAt = time.Time{} // a busy session does not expire; its TTL restarts when it is free
+		if r.AgentState != nil {
+			s.AgentState = r.AgentState
+		}
 		return nil
 	})
 	if err != nil {
 		k.abandon(h, prev, r)
 		return false, err
 	}
-	msgID := session.NewMessageID()
+	msgID := cmp.Or(r.UserMessageID, session.NewMessageID())
 	evs := []session.Event{session.RunStarted(s.ID, r.ID)}
 	if r.Model != "" {
 		evs[0] = evs[0].WithMeta("model", r.Model)
+	}
+	if r.AgentState != nil {
+		evs = append(evs, session.StateSnapshot(r.AgentState))
 	}
 	if r.Kind == "" {
 		evs = append(evs,
@@ -466,11 +489,13 @@ func (k *Kernel) saveRun(ctx context.Context, r *session.Run) error {
 
 // GetRun returns one run of a session.
 func (k *Kernel) GetRun(ctx context.Context, sessionID, runID string) (session.Run, error) {
-	if _, err := k.GetSession(ctx, sessionID); err != nil {
+	s, err := k.GetSession(ctx, sessionID)
+	if err != nil {
 		return session.Run{}, err
 	}
-	notFound := errdefs.New(errdefs.ErrNotFound, "run_not_found", "run %q not found in session %s", runID, sessionID)
-	if !validID(runID) {
+	sessionID = s.ID // the key it is stored under
+	notFound := errdefs.New(errdefs.ErrNotFound, "run_not_found", "run %q not found in session %s", runID, session.PublicID(sessionID))
+	if !validID(runID) && !session.ValidClientID(runID) {
 		return session.Run{}, notFound
 	}
 	r, err := k.store.GetRun(ctx, sessionID, runID)
@@ -485,9 +510,11 @@ func (k *Kernel) GetRun(ctx context.Context, sessionID, runID string) (session.R
 
 // ListRuns returns a page of a session's runs, newest first.
 func (k *Kernel) ListRuns(ctx context.Context, sessionID string, page PageRequest) (Page[session.Run], error) {
-	if _, err := k.GetSession(ctx, sessionID); err != nil {
+	s, err := k.GetSession(ctx, sessionID)
+	if err != nil {
 		return Page[session.Run]{}, err
 	}
+	sessionID = s.ID // the key it is stored under
 	limit, err := page.size()
 	if err != nil {
 		return Page[session.Run]{}, err

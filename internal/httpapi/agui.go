@@ -45,6 +45,7 @@ type aguiRun struct {
 	context         []session.ContextEntry
 	state           json.RawMessage // nil: the client sent none
 	ifBusy          string
+	resume          []resumeAnswer
 }
 
 // clientMessage is one message of the client's copy of the thread.
@@ -75,6 +76,9 @@ func (s *Server) handleAGUIRun(w http.ResponseWriter, r *http.Request) error {
 		return s.streamAGUI(w, r, run)
 	} else if errdefs.CodeOf(err) != "run_not_found" {
 		return err
+	}
+	if len(in.resume) > 0 {
+		return s.resumeAGUI(w, r, sess, in)
 	}
 	history, err := s.history(r, sess.ID)
 	if err != nil {
@@ -108,7 +112,7 @@ func (s *Server) streamAGUI(w http.ResponseWriter, r *http.Request, run session.
 		return err
 	}
 	w.Header().Set("Location", "/sessions/"+session.PublicID(run.SessionID)+"/runs/"+run.ID)
-	req := streamRequest{sessionID: run.SessionID, after: after, runID: run.ID}
+	req := streamRequest{sessionID: run.SessionID, after: after, runID: run.ID, aguiView: s.newAGUIView(run, run.ID)}
 	if run.UserMessageID != "" {
 		req.quiet = []byte(`"messageId":` + strconv.Quote(run.UserMessageID))
 	}
@@ -139,31 +143,9 @@ func (s *Server) history(r *http.Request, id string) ([]session.Message, error) 
 // (a new assistant or system message). Reasoning and activity messages
 // are the client's own view and are not compared.
 func newUserMessage(msgs []clientMessage, history []session.Message) (clientMessage, error) {
-	pos := make(map[string]int, len(history))
-	for i, m := range history {
-		pos[m.ID] = i
-	}
-	var fresh []clientMessage
-	last := -1
-	for _, m := range msgs {
-		if m.role == "reasoning" || m.role == "activity" {
-			continue
-		}
-		i, known := pos[m.id]
-		switch {
-		case !known:
-			fresh = append(fresh, m)
-			continue
-		case len(fresh) > 0:
-			return clientMessage{}, historyConflict("messages[%d] (%s) comes after messages kerneld does not have", m.index, m.id)
-		case i < last:
-			return clientMessage{}, historyConflict("messages[%d] (%s) is out of order", m.index, m.id)
-		case last >= 0 && i > last+1 && hasVisible(history[last+1:i]):
-			return clientMessage{}, historyConflict("messages before messages[%d] (%s) were removed", m.index, m.id)
-		case edited(m, history[i]):
-			return clientMessage{}, historyConflict("messages[%d] (%s) was edited", m.index, m.id)
-		}
-		last = i
+	fresh, err := freshMessages(msgs, history)
+	if err != nil {
+		return clientMessage{}, err
 	}
 	var input clientMessage
 	for _, m := range fresh {
@@ -182,6 +164,38 @@ func newUserMessage(msgs []clientMessage, history []session.Message) (clientMess
 		return clientMessage{}, errdefs.Invalid(fmt.Sprintf("messages[%d].content", input.index), "empty")
 	}
 	return input, nil
+}
+
+// freshMessages returns the client's messages kerneld does not have, in
+// order, checking that those it has agree with the history.
+func freshMessages(msgs []clientMessage, history []session.Message) ([]clientMessage, error) {
+	pos := make(map[string]int, len(history))
+	for i, m := range history {
+		pos[m.ID] = i
+	}
+	var fresh []clientMessage
+	last := -1
+	for _, m := range msgs {
+		if m.role == "reasoning" || m.role == "activity" {
+			continue
+		}
+		i, known := pos[m.id]
+		switch {
+		case !known:
+			fresh = append(fresh, m)
+			continue
+		case len(fresh) > 0:
+			return nil, historyConflict("messages[%d] (%s) comes after messages kerneld does not have", m.index, m.id)
+		case i < last:
+			return nil, historyConflict("messages[%d] (%s) is out of order", m.index, m.id)
+		case last >= 0 && i > last+1 && hasVisible(history[last+1:i]):
+			return nil, historyConflict("messages before messages[%d] (%s) were removed", m.index, m.id)
+		case edited(m, history[i]):
+			return nil, historyConflict("messages[%d] (%s) was edited", m.index, m.id)
+		}
+		last = i
+	}
+	return fresh, nil
 }
 
 // hasVisible reports whether msgs hold a message a client shows, one
@@ -260,8 +274,13 @@ func (in aguiInput) check() (aguiRun, error) {
 	if len(in.Tools) > 0 {
 		v = v.Add("tools", "client-side tools are not supported on this server yet: send an empty list")
 	}
-	if len(in.Resume) > 0 {
-		v = v.Add("resume", "this thread has no pending interrupt")
+	for i, raw := range in.Resume {
+		a, err := readResume(i, raw)
+		if err != nil {
+			v = v.Add(err.field, err.problem)
+			continue
+		}
+		out.resume = append(out.resume, a)
 	}
 	if len(in.State) > 0 && !bytes.Equal(in.State, []byte("null")) {
 		out.state = in.State

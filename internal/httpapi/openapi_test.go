@@ -311,7 +311,10 @@ func checkEventFrame(fr rawFrame, prev int64) (frameEvent, error) {
 	// A snapshot is no event of the log: it takes the id of the event
 	// before it, the id a client resumes after.
 	snapshotAfter := ev.Type == "MESSAGES_SNAPSHOT" && fr.id == prev
-	if prev != 0 && fr.id != prev+1 && !snapshotAfter {
+	// So does the interrupt outcome the AG-UI route presents a run with
+	// that waits for approval.
+	interruptAfter := ev.Type == "RUN_FINISHED" && fr.id == prev && strings.Contains(fr.data, `"type":"interrupt"`)
+	if prev != 0 && fr.id != prev+1 && !snapshotAfter && !interruptAfter {
 		errs = append(errs, fmt.Errorf("follows id %d", prev))
 	}
 	return frameEvent{id: fr.id, typ: ev.Type, value: v}, errors.Join(errs...)

@@ -25,6 +25,9 @@ type streamRequest struct {
 	// snapshot starts the stream with a MESSAGES_SNAPSHOT instead of at
 	// after (see takeSnapshot).
 	snapshot bool
+	// aguiView, when set, presents the run on the AG-UI route: it may end
+	// the stream at an approval request and rename the run (aguiview.go).
+	aguiView *aguiView
 }
 
 // stream is one SSE response being served, by its request's goroutine.
@@ -80,6 +83,9 @@ func (s *Streams) serve(w http.ResponseWriter, r *http.Request, log eventReader,
 		if err := st.takeSnapshot(r.Context()); err != nil {
 			return err
 		}
+	}
+	if req.aguiView != nil {
+		st.snapshot = req.aguiView.preface // sent first, like a snapshot
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -158,7 +164,8 @@ func (st *stream) step(ctx context.Context) (more, done bool, drop dropReason) {
 		case send && st.elides(fr.typ, fr.b):
 			st.buf = appendIDFrame(st.buf, fr.seq)
 		case send:
-			st.buf = append(st.buf, fr.b...)
+			st.buf = append(st.buf, st.req.aguiView.present(fr.typ, fr.b)...)
+			last = last || st.interrupts(ctx, fr.seq, fr.typ, fr.b)
 		}
 		st.sent = fr.seq
 		if last || (r.ended && st.sent >= r.endSeq) {
@@ -201,6 +208,9 @@ func (st *stream) fromLog(ctx context.Context, initial bool) (more, done bool, d
 			st.buf = st.buf[:frameStart]
 		case st.elides(ev.Type, st.buf[frameStart:]):
 			st.buf = appendIDFrame(st.buf[:frameStart], ev.Seq)
+		default:
+			st.buf = append(st.buf[:frameStart], st.req.aguiView.present(ev.Type, st.buf[frameStart:])...)
+			last = last || st.interrupts(ctx, ev.Seq, ev.Type, st.buf[frameStart:])
 		}
 		st.buf = st.appendSnapshot(st.buf, ev.Seq)
 		st.sent = ev.Seq

@@ -34,6 +34,7 @@ type Approval struct {
 	RequestedAt time.Time
 	ExpiresAt   time.Time
 	DecidedAt   time.Time // zero while pending
+	RequestSeq  int64     // the seq of its request in the log
 }
 
 // decision is a person's answer to one approval, on its way to the run.
@@ -146,7 +147,7 @@ func approvalsOf(evs []session.Event, runID string, ended bool) []Approval {
 		case approvalRequested:
 			v := customValue(ev)
 			a := Approval{ToolCallID: str(v, "toolCallId"), ToolName: str(v, "toolName"), State: ApprovalPending,
-				RequestedAt: ev.Time, ExpiresAt: parseTime(str(v, "expiresAt"))}
+				RequestedAt: ev.Time, ExpiresAt: parseTime(str(v, "expiresAt")), RequestSeq: ev.Seq}
 			a.Arguments, _ = json.Marshal(v["arguments"])
 			index[a.ToolCallID] = len(out)
 			out = append(out, a)

@@ -29,8 +29,14 @@ function check(cond, what) {
 // run adds a user message and runs the agent, checking the stream.
 async function run(agent, text) {
   agent.addMessage({ id: randomUUID(), role: "user", content: text });
+  return runChecked(agent, {});
+}
+
+// runChecked runs the agent with params and checks the stream: every event
+// passes EventSchema, and the whole passes verifyEvents as one run.
+async function runChecked(agent, params) {
   const events = [];
-  await agent.runAgent({}, { onEvent: ({ event }) => void events.push(event) });
+  await agent.runAgent(params, { onEvent: ({ event }) => void events.push(event) });
   for (const ev of events) {
     const r = EventSchema.safeParse(ev);
     check(r.success, `${ev.type} fails EventSchema: ${r.error?.message}`);
@@ -46,7 +52,54 @@ async function getSession(key, id) {
   return res.json();
 }
 
+// interrupted asks agent "gated" to save two values, which needs two
+// approvals: the run ends with an interrupt outcome naming both calls.
+async function interrupted(agent) {
+  const events = await run(agent, "save a and b");
+  const outcome = events.at(-1).outcome;
+  check(outcome?.type === "interrupt", `the run ended with ${JSON.stringify(outcome)}`);
+  check(outcome.interrupts.length === 2, `${outcome.interrupts.length} interrupts`);
+  for (const i of outcome.interrupts) {
+    check(i.reason === "tool_approval" && i.toolCallId && i.id && i.expiresAt && i.responseSchema, `interrupt ${JSON.stringify(i)}`);
+  }
+  check(agent.pendingInterrupts.length === 2, "the client holds no pending interrupts");
+  return outcome.interrupts;
+}
+
+// answer resumes agent's interrupts, each with entry(interrupt), and
+// returns the continuation's events, which must finish the run.
+async function answer(agent, interrupts, entry) {
+  const runId = randomUUID();
+  const events = await runChecked(agent, { runId, resume: interrupts.map((i) => ({ interruptId: i.id, ...entry })) });
+  check(events[0].runId === runId && events.at(-1).runId === runId, "the continuation is not the client's run");
+  check((events.at(-1).outcome?.type ?? "success") === "success", `the continuation ended ${JSON.stringify(events.at(-1).outcome)}`);
+  check(agent.pendingInterrupts.length === 0, "interrupts still pending");
+  return events;
+}
+
+// toolResults returns the content of the TOOL_CALL_RESULTs in events.
+const toolResults = (events) => events.filter((e) => e.type === "TOOL_CALL_RESULT").map((e) => e.content);
+
 const scenarios = {
+  async "approval: interrupt, resume approve"() {
+    const agent = agentFor("gated", keyA, randomUUID());
+    const interrupts = await interrupted(agent);
+    const events = await answer(agent, interrupts, { status: "resolved", payload: { decision: "approve" } });
+    const results = toolResults(events);
+    check(results.filter((c) => !c.startsWith("denied")).length >= 2, `results ${results}`);
+    check(agent.messages.at(-1).role === "assistant" && agent.messages.at(-1).content === "Done.", "no final answer");
+  },
+  async "approval: interrupt, resume cancelled denies"() {
+    const agent = agentFor("gated", keyA, randomUUID());
+    const interrupts = await interrupted(agent);
+    const events = await answer(agent, interrupts, { status: "cancelled" });
+    const denied = toolResults(events).filter((c) => c.startsWith("denied"));
+    check(denied.length === 2, `results ${toolResults(events)}`);
+    const approvals = await (await fetch(`${base}/sessions/${agent.threadId}/runs/${events.at(-1).metadata.kerneld.runId}/approvals`, {
+      headers: { Authorization: `Bearer ${keyA}` },
+    })).json();
+    check(approvals.data?.every((a) => a.state === "denied"), `approvals ${JSON.stringify(approvals)}`);
+  },
   async "two turns on one thread"() {
     const thread = randomUUID();
     const agent = agentFor("echo", keyA, thread);

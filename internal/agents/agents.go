@@ -46,6 +46,9 @@ type Spec struct {
 	ApprovalTimeout time.Duration
 	// ChildAgents are the agents this one may spawn; none when empty.
 	ChildAgents []string
+	// NoClientTools refuses the tools an AG-UI client offers a run
+	// (agent file `client_tools: false`); by default a client may.
+	NoClientTools bool
 	// Overrides are the model settings clients may choose per session or
 	// run; none when empty.
 	Overrides OverridePolicy

@@ -87,6 +87,12 @@ func parse(data []byte, getenv func(string) string) (Spec, error) {
 		"mcp_servers":      func(p string, n *yaml.Node) error { return decodeMCPServers(p, n, &s.MCPServers) },
 		"approval_timeout": duration(&s.ApprovalTimeout),
 		"child_agents":     value(&s.ChildAgents),
+		"client_tools": func(p string, n *yaml.Node) error {
+			allowed := true
+			err := value(&allowed)(p, n)
+			s.NoClientTools = !allowed
+			return err
+		},
 		"overrides": func(p string, n *yaml.Node) error {
 			return decodeMapping(p, n, map[string]fieldFunc{
 				"models": value(&s.Overrides.Models), "reasoning_effort": value(&s.Overrides.ReasoningEffort),

@@ -84,7 +84,7 @@ func TestAgents_List(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"clumsy", "delegator", "echo", "failing", "gated", "keyed", "looper", "parent", "slow", "tooluser", "waiter"}
+	want := []string{"clumsy", "delegator", "echo", "failing", "frontend", "gated", "keyed", "looper", "parent", "slow", "tooluser", "waiter"}
 	if !slices.Equal(names, want) {
 		t.Errorf("names = %v, want %v (sorted)", names, want)
 	}

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/kernel"
@@ -46,12 +49,14 @@ type aguiRun struct {
 	state           json.RawMessage // nil: the client sent none
 	ifBusy          string
 	resume          []resumeAnswer
+	tools           []session.ClientTool
 }
 
 // clientMessage is one message of the client's copy of the thread.
 type clientMessage struct {
 	id, role, text string
-	index          int // in the request's messages
+	toolCallID     string // of a tool message
+	index          int    // in the request's messages
 }
 
 // handleAGUIRun handles "POST /agents/{name}/agui": one AG-UI run. The
@@ -84,7 +89,15 @@ func (s *Server) handleAGUIRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	input, err := newUserMessage(in.messages, history)
+	var open map[string]bool
+	if sess.ActiveRunID == "" { // else the busy policy answers
+		open = openToolCalls(history)
+	}
+	input, results, err := newRunInput(in.messages, history, open)
+	if err != nil {
+		return err
+	}
+	clientTools, err := s.clientTools(r, in.tools)
 	if err != nil {
 		return err
 	}
@@ -95,7 +108,8 @@ func (s *Server) handleAGUIRun(w http.ResponseWriter, r *http.Request) error {
 	run, replayed, err := s.kernel.Run(r.Context(), sess.ID, kernel.RunRequest{
 		Input: input.text, IfBusy: kernel.BusyPolicy(in.ifBusy), ID: in.runID,
 		IdempotencyKey: "agui:" + in.runID, // a retry racing this request finds this run
-		AGUI:           kernel.AGUIRun{UserMessageID: input.id, Context: in.context, AgentState: in.state},
+		AGUI: kernel.AGUIRun{UserMessageID: input.id, Context: in.context, AgentState: in.state,
+			ClientTools: clientTools, ToolResults: results},
 	})
 	admitted(err == nil && !replayed)
 	if err != nil {
@@ -114,7 +128,10 @@ func (s *Server) streamAGUI(w http.ResponseWriter, r *http.Request, run session.
 	w.Header().Set("Location", "/sessions/"+session.PublicID(run.SessionID)+"/runs/"+run.ID)
 	req := streamRequest{sessionID: run.SessionID, after: after, runID: run.ID, aguiView: s.newAGUIView(run, run.ID)}
 	if run.UserMessageID != "" {
-		req.quiet = []byte(`"messageId":` + strconv.Quote(run.UserMessageID))
+		req.quiet = append(req.quiet, []byte(`"messageId":`+strconv.Quote(run.UserMessageID)))
+	}
+	for _, t := range run.ToolResults {
+		req.quiet = append(req.quiet, []byte(`"messageId":`+strconv.Quote(t.MessageID)))
 	}
 	return s.streams.serve(w, r, s.kernel, req)
 }
@@ -136,34 +153,49 @@ func (s *Server) history(r *http.Request, id string) ([]session.Message, error) 
 	}
 }
 
-// newUserMessage compares the client's messages with the stored history
-// and returns the one new user message, the run's input. Messages kerneld
-// has (by id) must keep their order, text and place: an edited, removed
-// or reordered message is a conflict, as is a message kerneld cannot take
-// (a new assistant or system message). Reasoning and activity messages
-// are the client's own view and are not compared.
-func newUserMessage(msgs []clientMessage, history []session.Message) (clientMessage, error) {
+// newRunInput compares the client's messages with the stored history
+// and returns the run's input: the new user message, if any, and the
+// results of client tool calls the new tool messages carry. Messages
+// kerneld has (by id) must keep their order, text and place: an edited,
+// removed or reordered message is a conflict, as is a message kerneld
+// cannot take (a new assistant or system message, a tool message that
+// answers no open call). Reasoning and activity messages are the
+// client's own view and are not compared.
+//
+// open are the calls waiting for the client's results: each must be
+// answered, or the model would see a call without its result.
+func newRunInput(msgs []clientMessage, history []session.Message, open map[string]bool) (clientMessage, []session.ToolResult, error) {
 	fresh, err := freshMessages(msgs, history)
 	if err != nil {
-		return clientMessage{}, err
+		return clientMessage{}, nil, err
 	}
 	var input clientMessage
+	var results []session.ToolResult
 	for _, m := range fresh {
-		if m.role != "user" {
-			return clientMessage{}, historyConflict("messages[%d] (%s, %s) is not in the thread's history; kerneld keeps the history and takes only new user messages", m.index, m.id, m.role)
+		switch {
+		case m.role == "tool" && open[m.toolCallID]:
+			delete(open, m.toolCallID)
+			results = append(results, session.ToolResult{MessageID: m.id, ToolCallID: m.toolCallID, Content: m.text})
+		case m.role == "tool":
+			return clientMessage{}, nil, historyConflict("messages[%d] (%s) answers tool call %q, which is not waiting for a result", m.index, m.id, m.toolCallID)
+		case m.role != "user":
+			return clientMessage{}, nil, historyConflict("messages[%d] (%s, %s) is not in the thread's history; kerneld keeps the history and takes only new user and tool messages", m.index, m.id, m.role)
+		case input.id != "":
+			return clientMessage{}, nil, errdefs.Invalid(fmt.Sprintf("messages[%d]", m.index), "one new user message per run")
+		default:
+			input = m
 		}
-		if input.id != "" {
-			return clientMessage{}, errdefs.Invalid(fmt.Sprintf("messages[%d]", m.index), "one new user message per run")
-		}
-		input = m
 	}
-	if input.id == "" {
-		return clientMessage{}, errdefs.Invalid("messages", "no new user message: the last one must be a user message kerneld does not have yet")
+	if len(open) > 0 {
+		return clientMessage{}, nil, historyConflict("the client tool calls %s have no result: send a tool message answering each", strings.Join(slices.Sorted(maps.Keys(open)), ", "))
 	}
-	if input.text == "" {
-		return clientMessage{}, errdefs.Invalid(fmt.Sprintf("messages[%d].content", input.index), "empty")
+	if input.id == "" && len(results) == 0 {
+		return clientMessage{}, nil, errdefs.Invalid("messages", "no new user message: the last one must be a user message kerneld does not have yet")
 	}
-	return input, nil
+	if input.id != "" && input.text == "" {
+		return clientMessage{}, nil, errdefs.Invalid(fmt.Sprintf("messages[%d].content", input.index), "empty")
+	}
+	return input, results, nil
 }
 
 // freshMessages returns the client's messages kerneld does not have, in
@@ -271,9 +303,15 @@ func (in aguiInput) check() (aguiRun, error) {
 		}
 		out.context = append(out.context, session.ContextEntry{Description: *c.Description, Value: *c.Value})
 	}
-	if len(in.Tools) > 0 {
-		v = v.Add("tools", "client-side tools are not supported on this server yet: send an empty list")
+	for i, raw := range in.Tools {
+		t, err := readTool(i, raw)
+		if err != nil {
+			v = v.Add(err.field, err.problem)
+			continue
+		}
+		out.tools = append(out.tools, t)
 	}
+	v = duplicateTools(v, out.tools)
 	for i, raw := range in.Resume {
 		a, err := readResume(i, raw)
 		if err != nil {
@@ -333,6 +371,11 @@ func readMessage(i int, raw json.RawMessage) (clientMessage, *fieldProblem) {
 		if m.ToolCallID == nil {
 			return clientMessage{}, &fieldProblem{at(".toolCallId"), "required"}
 		}
+		text, ok := messageText(m.Content)
+		if !ok {
+			return clientMessage{}, &fieldProblem{at(".content"), "must be a string or a list of content parts"}
+		}
+		out.text, out.toolCallID = text, *m.ToolCallID
 	default:
 		return clientMessage{}, &fieldProblem{at(".role"), "must be user, assistant, tool, system, developer, reasoning or activity"}
 	}

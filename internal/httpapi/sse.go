@@ -16,12 +16,13 @@ type streamRequest struct {
 	sessionID string
 	after     int64  // deliver events with seq > after
 	runID     string // only this run's events; the stream ends after its end
-	// quiet, when set, is `"messageId":"<id>"` of a message the client
-	// has already (an AG-UI client's own input): its content frames go as
-	// their id line alone, which SSE clients do not dispatch. AG-UI
-	// clients append content to the message they hold, so sending it
-	// again would double it; the id keeps Last-Event-ID and the seqs whole.
-	quiet []byte
+	// quiet holds `"messageId":"<id>"` of messages the client has
+	// already (an AG-UI client's own input, its tool results): their
+	// content and result frames go as their id line alone, which SSE
+	// clients do not dispatch. AG-UI clients append content to the message
+	// they hold and add a message per result, so sending them again would
+	// double them; the id keeps Last-Event-ID and the seqs whole.
+	quiet [][]byte
 	// snapshot starts the stream with a MESSAGES_SNAPSHOT instead of at
 	// after (see takeSnapshot).
 	snapshot bool
@@ -265,7 +266,15 @@ func (st *stream) admit(runID string, typ session.EventType, frame []byte) (send
 // elides reports whether frame, one of the stream's, is the content of
 // the message the client has already (see streamRequest.quiet).
 func (st *stream) elides(typ session.EventType, frame []byte) bool {
-	return st.req.quiet != nil && typ == session.EventTextMessageContent && bytes.Contains(frame, st.req.quiet)
+	if typ != session.EventTextMessageContent && typ != session.EventToolCallResult {
+		return false
+	}
+	for _, q := range st.req.quiet {
+		if bytes.Contains(frame, q) {
+			return true
+		}
+	}
+	return false
 }
 
 // appendIDFrame appends a frame of the id line alone: it moves a client's

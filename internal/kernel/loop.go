@@ -64,7 +64,10 @@ type runner struct {
 	usage    session.Usage
 	turn     *turn              // the model response streaming now, if any
 	pending  []session.ToolCall // tool calls recorded but not yet answered
-	events   *eventWriter       // appends the run's events in the background
+	// clientCalls are the calls of the client's tools the run leaves for
+	// the client to answer (see clienttools.go).
+	clientCalls []string
+	events      *eventWriter // appends the run's events in the background
 	// undecided are calls whose approval was still awaited when the run
 	// stopped; their requests are resolved as cancelled.
 	undecided []string
@@ -129,7 +132,7 @@ func (r *runner) loop(ctx context.Context) error {
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
-	first := 0
+	first := continuedTurn(r.run)
 	if r.ar.resuming {
 		n, err := r.resume(ctx)
 		if err != nil {
@@ -151,11 +154,14 @@ func (r *runner) loop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if len(calls) == 0 {
-			return nil
+		calls, clients := r.splitClientCalls(calls)
+		if len(calls) > 0 {
+			if err := r.callTools(ctx, calls); err != nil {
+				return err
+			}
 		}
-		if err := r.callTools(ctx, calls); err != nil {
-			return err
+		if len(clients) > 0 || len(calls) == 0 {
+			return nil // done, or the client runs its tools and answers in its next run
 		}
 	}
 	return errMaxTurns
@@ -306,6 +312,8 @@ func (r *runner) endingFor(err error) ending {
 		return ending{session.RunErrored(code, msg, u, r.byModel...), rs, session.StateError, &session.RunError{Code: code, Message: msg}}
 	}
 	switch {
+	case err == nil && len(r.clientCalls) > 0:
+		return ending{session.RunFinishedPending(sid, rid, r.clientCalls, u, r.byModel...), session.RunSucceeded, session.StateCompleted, nil}
 	case err == nil:
 		return finished(session.OutcomeSuccess, "", session.RunSucceeded)
 	case errors.Is(err, errCancelled), errors.Is(err, errSessionClosed):

@@ -24,6 +24,7 @@ func (r *runner) prepare(ctx context.Context) error {
 		d := t.Definition()
 		r.tools = append(r.tools, llm.Tool{Name: d.Name, Description: d.Description, Parameters: d.Parameters})
 	}
+	r.tools = append(r.tools, clientToolDefinitions(r.run.ClientTools)...)
 	r.mcpTools, r.mcpDown = make(map[string]tools.Tool), make(map[string]error)
 	return r.prepareMCP(ctx)
 }

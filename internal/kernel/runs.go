@@ -48,6 +48,8 @@ type AGUIRun struct {
 	UserMessageID string
 	Context       []session.ContextEntry
 	AgentState    json.RawMessage
+	ClientTools   []session.ClientTool
+	ToolResults   []session.ToolResult // with them, Input may be empty
 }
 
 // newRun returns the record of a new run of session sessionID for req.
@@ -57,6 +59,7 @@ func (k *Kernel) newRun(sessionID string, req RunRequest, state session.RunState
 		IdempotencyKey: req.IdempotencyKey, CreatedAt: k.now(),
 	}
 	run.UserMessageID, run.Context, run.AgentState = req.AGUI.UserMessageID, req.AGUI.Context, req.AGUI.AgentState
+	run.ClientTools, run.ToolResults = req.AGUI.ClientTools, req.AGUI.ToolResults
 	run.Overrides, run.Kind = req.Overrides.Clone(), req.kind
 	return run
 }
@@ -297,7 +300,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (k *Kernel) validateRunRequest(req RunRequest) error {
 	var v *errdefs.ValidationError
 	switch {
-	case req.Input == "" && req.kind == "":
+	case req.Input == "" && req.kind == "" && len(req.AGUI.ToolResults) == 0:
 		v = v.Add("input", "required")
 	case len(req.Input) > k.limits.MaxInputBytes:
 		v = v.Add("input", fmt.Sprintf("longer than %d bytes", k.limits.MaxInputBytes))
@@ -383,7 +386,8 @@ func (k *Kernel) start(ctx context.Context, h *held, s session.Session, r *sessi
 	if r.AgentState != nil {
 		evs = append(evs, session.StateSnapshot(r.AgentState))
 	}
-	if r.Kind == "" {
+	evs = append(evs, toolResultEvents(r)...)
+	if r.Kind == "" && r.Input != "" {
 		evs = append(evs,
 			session.TextMessageStart(msgID, session.RoleUser),
 			session.TextMessageContent(msgID, r.Input),
@@ -402,8 +406,11 @@ func (k *Kernel) start(ctx context.Context, h *held, s session.Session, r *sessi
 	if r.Kind != "" {
 		return true, nil // a compaction run has no input
 	}
-	msg := session.Message{ID: msgID, SessionID: s.ID, RunID: r.ID, Role: session.RoleUser, Content: r.Input, CreatedAt: r.StartedAt}
-	if err := k.store.AppendMessages(ctx, h.token, msg); err != nil {
+	msgs := toolResultMessages(r)
+	if r.Input != "" {
+		msgs = append(msgs, session.Message{ID: msgID, SessionID: s.ID, RunID: r.ID, Role: session.RoleUser, Content: r.Input, CreatedAt: r.StartedAt})
+	}
+	if err := k.store.AppendMessages(ctx, h.token, msgs...); err != nil {
 		return true, fmt.Errorf("append message: %w", err)
 	}
 	return true, nil

@@ -67,9 +67,30 @@ func RunStarted(threadID, runID string) Event {
 // says why in metadata.kerneld.reason. models, when given, break the usage
 // down by model.
 func RunFinished(threadID, runID string, outcome Outcome, reason string, usage Usage, models ...ModelUsage) Event {
+	return runFinished(threadID, runID, outcome, nil, reason, usage, models)
+}
+
+// RunFinishedPending closes a run that succeeded leaving tool calls for
+// the client to answer: AG-UI's outcome.pendingToolCallIds names them.
+func RunFinishedPending(threadID, runID string, pending []string, usage Usage, models ...ModelUsage) Event {
+	return runFinished(threadID, runID, OutcomeSuccess, pending, "", usage, models)
+}
+
+func runFinished(threadID, runID string, outcome Outcome, pending []string, reason string, usage Usage, models []ModelUsage) Event {
 	o := newObject(EventRunFinished).str("threadId", PublicID(threadID)).str("runId", runID)
 	o = append(o.key("outcome"), `{"type":`...)
-	o = append(appendString(o, string(outcome)), '}')
+	o = appendString(o, string(outcome))
+	if len(pending) > 0 {
+		o = append(o, `,"pendingToolCallIds":[`...)
+		for i, id := range pending {
+			if i > 0 {
+				o = append(o, ',')
+			}
+			o = appendString(o, id)
+		}
+		o = append(o, ']')
+	}
+	o = append(o, '}')
 	ev := o.raw("usage", usageMember(usage, models)).event(EventRunFinished)
 	if reason != "" {
 		ev.Meta = metaString("reason", reason)

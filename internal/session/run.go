@@ -135,6 +135,27 @@ type RunExt struct {
 	// AgentState, when set, becomes the session's AG-UI state as the run
 	// starts, and the run's STATE_SNAPSHOT sends it back.
 	AgentState json.RawMessage `json:"agent_state,omitempty"`
+	// ClientTools are tools the client offers this run beside the agent's
+	// (AG-UI RunAgentInput.tools). kerneld never runs them: a call of one
+	// ends the run, and the client answers it in the next run's input.
+	ClientTools []ClientTool `json:"client_tools,omitempty"`
+	// ToolResults answer client tool calls of an earlier run: they start
+	// this run, stored as the tool messages of those calls.
+	ToolResults []ToolResult `json:"tool_results,omitempty"`
+}
+
+// ClientTool is a tool a client offers a run and runs itself.
+type ClientTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"` // JSON Schema of the arguments
+}
+
+// ToolResult is a client's answer to one of its tools' calls.
+type ToolResult struct {
+	MessageID  string `json:"message_id"`
+	ToolCallID string `json:"tool_call_id"`
+	Content    string `json:"content"`
 }
 
 // ContextEntry is one named piece of context a client gave a run.

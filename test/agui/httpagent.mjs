@@ -80,7 +80,34 @@ async function answer(agent, interrupts, entry) {
 // toolResults returns the content of the TOOL_CALL_RESULTs in events.
 const toolResults = (events) => events.filter((e) => e.type === "TOOL_CALL_RESULT").map((e) => e.content);
 
+const pageTitle = {
+  name: "page_title",
+  description: "Reads the title of the page the user is on.",
+  parameters: { type: "object", properties: { selector: { type: "string" } } },
+};
+
 const scenarios = {
+  async "client-side tool round trip"() {
+    const agent = agentFor("frontend", keyA, randomUUID());
+    agent.addMessage({ id: randomUUID(), role: "user", content: "what page am I on?" });
+    let events = await runChecked(agent, { tools: [pageTitle] });
+    check((events.at(-1).outcome?.type ?? "success") === "success", `the run ended ${JSON.stringify(events.at(-1).outcome)}`);
+    const start = events.find((e) => e.type === "TOOL_CALL_START");
+    check(start?.toolCallName === "page_title", "no call of the client tool");
+    check(events.some((e) => e.type === "TOOL_CALL_END" && e.toolCallId === start.toolCallId), "the call never ended");
+    check(!events.some((e) => e.type === "TOOL_CALL_RESULT"), "kerneld answered the client's tool");
+    const call = agent.messages.flatMap((m) => m.toolCalls ?? []).find((c) => c.id === start.toolCallId);
+    check(JSON.parse(call.function.arguments).selector === "h1", `arguments ${call.function.arguments}`);
+    const resultId = randomUUID();
+    agent.addMessage({ id: resultId, role: "tool", toolCallId: start.toolCallId, content: "Settings" });
+    events = await runChecked(agent, { tools: [pageTitle] });
+    check(agent.messages.at(-1).content === "Got it.", `the answer reads ${agent.messages.at(-1).content}`);
+    check(agent.messages.filter((m) => m.id === resultId).length === 1, "the tool message is doubled");
+    const res = await fetch(`${base}/sessions/${agent.threadId}/messages`, { headers: { Authorization: `Bearer ${keyA}` } });
+    const stored = (await res.json()).data;
+    const tool = stored.find((m) => m.role === "tool");
+    check(tool?.id === resultId && tool.tool_call_id === start.toolCallId && tool.content === "Settings", `stored ${JSON.stringify(tool)}`);
+  },
   async "approval: interrupt, resume approve"() {
     const agent = agentFor("gated", keyA, randomUUID());
     const interrupts = await interrupted(agent);

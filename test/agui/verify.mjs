@@ -134,7 +134,7 @@ function closeProblems(at, ev, run) {
   ];
   for (const [id, c] of run.calls) {
     if (!c.ended) open.push(`tool call ${id} is still open (no TOOL_CALL_END)`);
-    else if (!c.result) open.push(`tool call ${id} has no TOOL_CALL_RESULT`);
+    else if (!c.result && !ev.outcome?.pendingToolCallIds?.includes(id)) open.push(`tool call ${id} has no TOOL_CALL_RESULT`);
   }
   const problems = open.map((what) => `${at}: run ${run.runId} closes while ${what}`);
   if (ev.type === "RUN_FINISHED" && (ev.runId !== run.runId || ev.threadId !== run.threadId)) {

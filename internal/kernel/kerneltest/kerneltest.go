@@ -111,6 +111,18 @@ model:
 tools: [{name: memory_set, require_approval: true}, current_time]
 approval_timeout: 1h
 `
+	// Frontend calls page_title, a tool its AG-UI client offers, then
+	// answers with the result.
+	Frontend = `
+name: frontend
+description: asks the client for the page title
+model:
+  provider: scripted
+  script:
+    - {text: "Asking the page.", tool_calls: [{name: page_title, arguments: {selector: h1}}]}
+    - {text: "Got it."}
+tools: [current_time]
+`
 	// Parent may have children two levels deep, at most two at a time.
 	Parent = `
 name: parent
@@ -121,7 +133,7 @@ limits: {max_children: 2, max_depth: 2}
 )
 
 // DefaultAgents are the agents a test kernel has by default.
-var DefaultAgents = []string{Echo, ToolUser, Failing, Slow, Waiter, Looper, Clumsy, Parent, Delegator, Gated}
+var DefaultAgents = []string{Echo, ToolUser, Failing, Slow, Waiter, Looper, Clumsy, Parent, Delegator, Gated, Frontend}
 
 // Options configure New.
 type Options struct {

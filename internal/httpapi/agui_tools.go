@@ -1,0 +1,98 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// toolName is what model APIs accept as a function name.
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// readTool reads tools[i], an AG-UI Tool: {name, description, parameters}.
+func readTool(i int, raw json.RawMessage) (session.ClientTool, *fieldProblem) {
+	at := func(f string) string { return fmt.Sprintf("tools[%d]%s", i, f) }
+	var t struct {
+		Name        *string         `json:"name"`
+		Description *string         `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	}
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return session.ClientTool{}, &fieldProblem{at(""), "must be an object with name, description and parameters"}
+	}
+	switch {
+	case t.Name == nil || !toolName.MatchString(*t.Name):
+		return session.ClientTool{}, &fieldProblem{at(".name"), "must be 1 to 64 characters of [A-Za-z0-9_-]"}
+	case t.Description == nil:
+		return session.ClientTool{}, &fieldProblem{at(".description"), "required"}
+	}
+	out := session.ClientTool{Name: *t.Name, Description: *t.Description}
+	if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
+		var schema map[string]any
+		if json.Unmarshal(t.Parameters, &schema) != nil {
+			return session.ClientTool{}, &fieldProblem{at(".parameters"), "must be a JSON Schema object"}
+		}
+		out.Parameters = t.Parameters
+	}
+	return out, nil
+}
+
+// duplicateTools adds a problem for every tool named twice.
+func duplicateTools(v *errdefs.ValidationError, tools []session.ClientTool) *errdefs.ValidationError {
+	seen := map[string]bool{}
+	for i, t := range tools {
+		if seen[t.Name] {
+			v = v.Add(fmt.Sprintf("tools[%d].name", i), fmt.Sprintf("%q is offered twice", t.Name))
+		}
+		seen[t.Name] = true
+	}
+	return v
+}
+
+// clientTools checks the tools a client offers a run of agent {name}:
+// the agent must allow client tools (agent file `client_tools`), and
+// none may shadow one of the agent's own.
+func (s *Server) clientTools(r *http.Request, tools []session.ClientTool) ([]session.ClientTool, error) {
+	if len(tools) == 0 {
+		return nil, nil
+	}
+	spec, err := s.kernel.Agent(r.PathValue("name"))
+	if err != nil {
+		return nil, err
+	}
+	if spec.NoClientTools {
+		return nil, errdefs.New(errdefs.ErrUnprocessable, "client_tools_disabled",
+			"agent %s takes no client-side tools (client_tools: false in its file): send an empty tools list", spec.Name)
+	}
+	own, _ := s.kernel.AgentTools(r.Context(), spec, false)
+	var v *errdefs.ValidationError
+	for i, t := range tools {
+		for _, o := range own {
+			if o.Name == t.Name {
+				v = v.Add(fmt.Sprintf("tools[%d].name", i), fmt.Sprintf("%q is a tool of agent %s: a client tool may not shadow it", t.Name, spec.Name))
+			}
+		}
+	}
+	return tools, v.Err()
+}
+
+// openToolCalls returns the ids of the tool calls in history that have no
+// result: on an idle thread, the client tool calls its last run left.
+func openToolCalls(history []session.Message) map[string]bool {
+	open := map[string]bool{}
+	for _, m := range history {
+		switch m.Role {
+		case session.RoleAssistant:
+			for _, c := range m.ToolCalls {
+				open[c.ID] = true
+			}
+		case session.RoleTool:
+			delete(open, m.ToolCallID)
+		}
+	}
+	return open
+}

@@ -111,7 +111,9 @@ func (k *Kernel) ending(ctx context.Context, s session.Session, runID string) bo
 func (k *Kernel) awaitEnd(ctx context.Context, sessionID, runID string) error {
 	wctx, cancel := context.WithTimeout(ctx, startWait)
 	defer cancel()
-	_, err := k.waitRun(wctx, sessionID, runID, ended)
+	_, err := k.waitRun(wctx, sessionID, runID, func(r session.Run) bool {
+		return ended(r) || k.endUnrecorded(sessionID, runID) // then accept refuses the request
+	})
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -150,6 +152,9 @@ func (k *Kernel) accept(ctx context.Context, s session.Session, spec agents.Spec
 			if prev, ok, err := k.findIdempotent(ctx, s.ID, req); err != nil || ok {
 				return prev, ok, err
 			}
+		}
+		if k.endUnrecorded(s.ID, busy) {
+			return session.Run{}, false, errEndUnrecorded(s.ID, busy)
 		}
 		if k.ending(ctx, s, busy) {
 			return session.Run{}, false, &runEndingError{runID: busy}
@@ -497,6 +502,9 @@ func (k *Kernel) CancelRun(ctx context.Context, sessionID, runID string) (sessio
 	if err != nil || r.State.Terminal() {
 		return r, err
 	}
+	if k.endUnrecorded(sessionID, runID) {
+		return session.Run{}, errEndUnrecorded(sessionID, runID)
+	}
 	return k.cancelRun(ctx, r)
 }
 
@@ -517,7 +525,7 @@ func (k *Kernel) cancelRun(ctx context.Context, r session.Run) (session.Run, err
 	if err := k.ensure(ctx, r.SessionID); err != nil {
 		return session.Run{}, err
 	}
-	return k.waitRun(ctx, r.SessionID, r.ID, ended)
+	return k.awaitCancelled(ctx, r)
 }
 
 // modelOf returns the model run r of session s uses: the run's choice, the

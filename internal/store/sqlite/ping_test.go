@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-		"strings"
+	"strings"
 	"testing"
 	"time"
 

@@ -53,6 +53,8 @@ type serverSpec struct {
 	replicas int    // processes; more than one is meaningful only on a shared store
 	cpus     string // taskset CPU list for every server process; "" runs them unpinned
 	dir      string // a fresh scratch directory: config, agents, data, logs
+	// agents are more agent files, by name, beside the echo agent.
+	agents map[string]string
 }
 
 // cluster is the kerneld processes serving one workload, one process and
@@ -76,7 +78,7 @@ func startCluster(ctx context.Context, hc *http.Client, spec serverSpec) (*clust
 	if spec.replicas != 1 {
 		return nil, fmt.Errorf("%d replicas: only one until kerneld has a shared store", spec.replicas)
 	}
-	if err := writeFiles(spec.dir); err != nil {
+	if err := writeFiles(spec.dir, spec.agents); err != nil {
 		return nil, err
 	}
 	c := &cluster{}
@@ -99,12 +101,17 @@ func (c *cluster) stop() error {
 	return errors.Join(errs...)
 }
 
-func writeFiles(dir string) error {
+func writeFiles(dir string, agents map[string]string) error {
 	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "kerneld.yaml"), []byte(configYAML), 0o644); err != nil {
 		return err
+	}
+	for name, def := range agents {
+		if err := os.WriteFile(filepath.Join(dir, "agents", name+".yaml"), []byte(def), 0o644); err != nil {
+			return err
+		}
 	}
 	return os.WriteFile(filepath.Join(dir, "agents", "echo.yaml"), []byte(agentYAML), 0o644)
 }

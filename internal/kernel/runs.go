@@ -96,11 +96,15 @@ type runEndingError struct{ runID string }
 func (e *runEndingError) Error() string { return "run " + e.runID + " is ending" }
 
 // ending reports whether run runID of session s has logged its terminal
-// event, though its record does not say it ended yet.
+// event, though its record did not say it ended when the caller read it.
+// A run no longer active here may have recorded its end since that read.
 func (k *Kernel) ending(ctx context.Context, s session.Session, runID string) bool {
 	if h := k.owner.get(s.ID); h != nil {
-		ar := h.current()
-		return ar != nil && ar.run.ID == runID && ar.ending.Load()
+		if ar := h.current(); ar != nil && ar.run.ID == runID {
+			return ar.ending.Load()
+		}
+		run, err := k.store.GetRun(ctx, s.ID, runID)
+		return err == nil && run.State.Terminal()
 	}
 	evs, err := k.store.ReadEvents(ctx, s.ID, s.LastSeq-1, 1)
 	return err == nil && len(evs) == 1 && evs[0].RunID == runID && evs[0].Type.Ends()

@@ -41,7 +41,7 @@ func TestCluster_RedisRefusesWrites(t *testing.T) {
 
 	configSet("maxmemory", "1") // below what Redis uses: every write that needs memory fails with OOM
 	pollUntil(t, "a refusal of the next run", func() bool {
-		status, _ := send(t, "POST", a.base+"/sessions/"+id+"/run", `{"input":"next"}`)
+		status, _, _ := send(t, "POST", a.base+"/sessions/"+id+"/run", `{"input":"next"}`)
 		if status != http.StatusConflict && status != http.StatusServiceUnavailable {
 			t.Fatalf("POST run while Redis refuses writes = %d", status)
 		}
@@ -71,7 +71,7 @@ func TestCluster_RedisRefusesWrites(t *testing.T) {
 
 	r.crash()
 	pollUntil(t, "a refusal while Redis is away", func() bool {
-		status, _ := send(t, "POST", a.base+"/sessions", `{"agent":"long"}`)
+		status, _, _ := send(t, "POST", a.base+"/sessions", `{"agent":"long"}`)
 		if status != http.StatusCreated && status != http.StatusServiceUnavailable {
 			t.Fatalf("POST /sessions while Redis is away = %d", status)
 		}
@@ -80,8 +80,8 @@ func TestCluster_RedisRefusesWrites(t *testing.T) {
 	wantStorageRefusal(t, "POST", a.base+"/sessions", `{"agent":"long"}`)
 }
 
-// send sends a request and returns its status and headers, the body read.
-func send(t *testing.T, method, url, body string) (int, http.Header) {
+// send sends a request and returns its status, headers and body.
+func send(t *testing.T, method, url, body string) (int, http.Header, []byte) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
 	if err != nil {
@@ -93,28 +93,22 @@ func send(t *testing.T, method, url, body string) (int, http.Header) {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	_, _ = io.Copy(io.Discard, res.Body)
-	return res.StatusCode, res.Header
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, res.Header, b
 }
 
 // wantStorageRefusal sends a request and fails unless it is refused 503
 // storage_unavailable with Retry-After.
 func wantStorageRefusal(t *testing.T, method, url, body string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
+	status, header, b := send(t, method, url, body)
 	var p struct{ Code string }
-	_ = json.NewDecoder(res.Body).Decode(&p) // an undecodable body fails below
-	if res.StatusCode != http.StatusServiceUnavailable || p.Code != "storage_unavailable" || res.Header.Get("Retry-After") == "" {
-		t.Fatalf("%s %s = %d %q (Retry-After %q), want 503 storage_unavailable with Retry-After",
-			method, url, res.StatusCode, p.Code, res.Header.Get("Retry-After"))
+	_ = json.Unmarshal(b, &p) // an undecodable body fails below
+	if status != http.StatusServiceUnavailable || p.Code != "storage_unavailable" || header.Get("Retry-After") == "" {
+		t.Fatalf("%s %s = %d %s (Retry-After %q), want 503 storage_unavailable with Retry-After",
+			method, url, status, b, header.Get("Retry-After"))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -139,6 +140,10 @@ func soak(ctx context.Context, o soakOptions, cl *client, srv *server, rep *soak
 	runLoad(ctx, o.warmup, o.workers, &soaker{cl: cl, base: srv.url, stats: warm})
 	if err := settle(ctx, cl, srv.url); err != nil {
 		return fmt.Errorf("after the warm-up: %w", err)
+	}
+	if warm.failures > 0 || warm.fiveXX.Load() > 0 {
+		rep.problem("the warm-up had %d client-side failures and %d 5xx; the first:\n  %s",
+			warm.failures, warm.fiveXX.Load(), strings.Join(warm.problems, "\n  "))
 	}
 	base, err := idleSample(ctx, cl, srv)
 	if err != nil {

@@ -97,14 +97,20 @@ func (e *runEndingError) Error() string { return "run " + e.runID + " is ending"
 
 // ending reports whether run runID of session s has logged its terminal
 // event, though its record did not say it ended when the caller read it.
-// A run no longer active here may have recorded its end since that read.
+// A run no longer active here may have recorded its end since that read:
+// then it counts as ending if nothing else keeps the session busy (a
+// queued run the driver is about to start does).
 func (k *Kernel) ending(ctx context.Context, s session.Session, runID string) bool {
 	if h := k.owner.get(s.ID); h != nil {
 		if ar := h.current(); ar != nil && ar.run.ID == runID {
 			return ar.ending.Load()
 		}
 		run, err := k.store.GetRun(ctx, s.ID, runID)
-		return err == nil && run.State.Terminal()
+		if err != nil || !run.State.Terminal() {
+			return false
+		}
+		busy, err := k.unfinishedRun(ctx, s)
+		return err == nil && busy == ""
 	}
 	evs, err := k.store.ReadEvents(ctx, s.ID, s.LastSeq-1, 1)
 	return err == nil && len(evs) == 1 && evs[0].RunID == runID && evs[0].Type.Ends()

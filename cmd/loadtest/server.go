@@ -73,6 +73,8 @@ type serverSpec struct {
 	dir         string // a fresh scratch directory: config, agents, data, logs
 	redisURL    string // the redis store's server
 	redisPrefix string // the redis store's keys for this workload alone
+	// agents are more agent files, by name, beside the echo and paced agents.
+	agents map[string]string
 }
 
 // cluster is the kerneld processes serving one workload, one process and
@@ -92,7 +94,7 @@ func startCluster(ctx context.Context, hc *http.Client, spec serverSpec) (*clust
 	if spec.replicas != 1 && spec.store != "redis" {
 		return nil, fmt.Errorf("%d replicas of the %s store: only the redis store is shared", spec.replicas, spec.store)
 	}
-	if err := writeFiles(spec.dir); err != nil {
+	if err := writeFiles(spec.dir, spec.agents); err != nil {
 		return nil, err
 	}
 	c := &cluster{spec: spec}
@@ -123,12 +125,17 @@ func (c *cluster) stop() error {
 	return errors.Join(errs...)
 }
 
-func writeFiles(dir string) error {
+func writeFiles(dir string, agents map[string]string) error {
 	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "kerneld.yaml"), []byte(configYAML), 0o644); err != nil {
 		return err
+	}
+	for name, def := range agents {
+		if err := os.WriteFile(filepath.Join(dir, "agents", name+".yaml"), []byte(def), 0o644); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "agents", "echo.yaml"), []byte(agentYAML), 0o644); err != nil {
 		return err

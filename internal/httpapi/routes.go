@@ -25,7 +25,7 @@ func (s *Server) routes() chi.Router {
 	r.Get("/openapi.yaml", s.handle(s.handleOpenAPI))
 	r.With(s.requireOperator).Get("/metrics", s.handle(s.handleMetrics))
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireTenant)
+		r.Use(s.requireTenant, s.strictQuery)
 		// Streams: never under a timeout (it would cut them off).
 		r.With(s.limitStreams).Get("/sessions/{id}/events", s.handle(s.handleEvents))
 		r.With(s.limitStreams).Post("/sessions/{id}/run", s.handle(s.handleRunCreate))
@@ -39,7 +39,7 @@ func (s *Server) routes() chi.Router {
 			r.Patch("/sessions/{id}", s.handle(s.handleSessionUpdate))
 			r.Delete("/sessions/{id}", s.handle(s.handleSessionDelete))
 			r.Get("/sessions/{id}/children", s.handle(sessionList(s.kernel.Children, toSessionResponse)))
-			r.Get("/sessions/{id}/runs", s.handle(sessionList(s.kernel.ListRuns, toRunResponse)))
+			r.Get("/sessions/{id}/runs", s.handle(s.handleRunList))
 			r.Get("/sessions/{id}/runs/{run_id}", s.handle(s.handleRunGet))
 			r.Post("/sessions/{id}/runs/{run_id}/cancel", s.handle(s.handleRunCancel))
 			r.Get("/sessions/{id}/runs/{run_id}/approvals", s.handle(s.handleApprovalList))

@@ -166,3 +166,17 @@ func nullableSeq(seq int64) *int64 {
 	}
 	return &seq
 }
+
+// handleRunList handles "GET /sessions/{id}/runs".
+func (s *Server) handleRunList(w http.ResponseWriter, r *http.Request) error {
+	page, err := pageRequest(r)
+	if err != nil {
+		return err
+	}
+	f := kernel.RunFilter{State: session.RunState(r.URL.Query().Get("state"))}
+	p, err := s.kernel.ListRunsWhere(r.Context(), r.PathValue("id"), f, page)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, toList(p, toRunResponse))
+}

@@ -139,10 +139,12 @@ func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	p, err := s.kernel.ListSessions(r.Context(), kernel.ListSessions{
-		Agent: q.Get("agent"), State: session.State(q.Get("state")), ParentID: q.Get("parent_id"), Page: page,
-	})
+	req, err := sessionFilters(r)
+	if err != nil {
+		return err
+	}
+	req.Page = page
+	p, err := s.kernel.ListSessions(r.Context(), req)
 	if err != nil {
 		return err
 	}

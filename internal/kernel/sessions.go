@@ -38,7 +38,12 @@ type ListSessions struct {
 	Agent    string
 	State    session.State
 	ParentID string
-	Page     PageRequest
+	// Metadata selects sessions holding every one of these entries.
+	Metadata map[string]string
+	// CreatedAfter and CreatedBefore, when set, bound the creation time
+	// (exclusive).
+	CreatedAfter, CreatedBefore time.Time
+	Page                        PageRequest
 }
 
 // CreateSession creates a session for an agent, as a child of ParentID
@@ -215,6 +220,7 @@ func (k *Kernel) ListSessions(ctx context.Context, req ListSessions) (Page[sessi
 	}
 	items, err := k.store.ListSessions(ctx, SessionQuery{
 		Tenant: TenantFrom(ctx), Agent: req.Agent, State: req.State, ParentID: req.ParentID,
+		Metadata: req.Metadata, CreatedAfter: req.CreatedAfter, CreatedBefore: req.CreatedBefore,
 		After: after, Limit: limit + 1,
 	})
 	if err != nil {

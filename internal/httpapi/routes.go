@@ -38,7 +38,7 @@ func (s *Server) routes() chi.Router {
 			r.Get("/sessions/{id}", s.handle(s.handleSessionGet))
 			r.Patch("/sessions/{id}", s.handle(s.handleSessionUpdate))
 			r.Delete("/sessions/{id}", s.handle(s.handleSessionDelete))
-			r.Get("/sessions/{id}/children", s.handle(sessionList(s.kernel.Children, toSessionResponse)))
+			r.Get("/sessions/{id}/children", s.handle(s.handleChildren))
 			r.Get("/sessions/{id}/runs", s.handle(s.handleRunList))
 			r.Get("/sessions/{id}/runs/{run_id}", s.handle(s.handleRunGet))
 			r.Post("/sessions/{id}/runs/{run_id}/cancel", s.handle(s.handleRunCancel))

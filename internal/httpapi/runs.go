@@ -38,6 +38,7 @@ type runResponse struct {
 	ID             string            `json:"id"`
 	SessionID      string            `json:"session_id"`
 	State          session.RunState  `json:"state"`
+	Status         session.Status    `json:"status"`
 	Input          string            `json:"input"`
 	IdempotencyKey *string           `json:"idempotency_key"`
 	IfBusy         *string           `json:"if_busy"`
@@ -54,7 +55,7 @@ type runResponse struct {
 
 func toRunResponse(r session.Run) runResponse {
 	out := runResponse{
-		ID: r.ID, SessionID: r.SessionID, State: r.State, Input: r.Input,
+		ID: r.ID, SessionID: r.SessionID, State: r.State, Status: session.RunStatusOf(&r), Input: r.Input,
 		IdempotencyKey: nullable(r.IdempotencyKey), IfBusy: nullable(r.IfBusy), SteeredInto: nullable(r.SteeredInto),
 		Model: nullable(r.Model), CreatedAt: r.CreatedAt.UTC(),
 		StartedAt: nullableTime(r.StartedAt), EndedAt: nullableTime(r.EndedAt),
@@ -129,7 +130,11 @@ func (s *Server) handleRunGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toRunResponse(run))
+	out, err := s.runResponses(r, kernel.Page[session.Run]{Items: []session.Run{run}})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, out.Data[0])
 }
 
 // handleRunCancel handles "POST /sessions/{id}/runs/{run_id}/cancel".
@@ -178,5 +183,9 @@ func (s *Server) handleRunList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toList(p, toRunResponse))
+	out, err := s.runResponses(r, p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, out)
 }

@@ -64,6 +64,7 @@ type sessionResponse struct {
 	Name        *string           `json:"name"`
 	Metadata    map[string]string `json:"metadata"`
 	State       session.State     `json:"state"`
+	Status      session.Status    `json:"status"`
 	ParentID    *string           `json:"parent_id"`
 	RootID      string            `json:"root_id"`
 	Depth       int               `json:"depth"`
@@ -91,7 +92,7 @@ func toSessionResponse(s session.Session) sessionResponse {
 		inherit = &inheritBody{Memory: s.InheritMemory}
 	}
 	return sessionResponse{
-		ID: s.ID, Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State,
+		ID: s.ID, Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State, Status: session.StatusOf(&s),
 		ParentID: nullable(s.ParentID), RootID: s.RootID, Depth: s.Depth, Tenant: s.Tenant,
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
@@ -148,7 +149,7 @@ func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toList(p, toSessionResponse))
+	return s.writeSessions(w, r, p)
 }
 
 // handleSessionGet handles "GET /sessions/{id}".
@@ -157,7 +158,11 @@ func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toSessionResponse(sess))
+	out := toSessionResponse(sess)
+	if out.Status, err = s.kernel.SessionStatus(r.Context(), sess); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, out)
 }
 
 // handleSessionUpdate handles "PATCH /sessions/{id}".

@@ -46,6 +46,7 @@
 package kernel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -110,6 +111,9 @@ type Config struct {
 	// Replication configures a kernel that shares Store with other
 	// replicas; the zero value is one process alone.
 	Replication Replication
+	// StallAfter is how long a running run may log nothing before it is
+	// stalled (see session.StatusStalled); default DefaultStallAfter.
+	StallAfter time.Duration
 }
 
 // Kernel owns the runs of the sessions this replica holds and the
@@ -124,7 +128,9 @@ type Kernel struct {
 	limits    Limits
 	retention Retention
 	repl      Replication
-	mcp       *mcp.Manager // the agents' MCP servers, shared by every run
+	// stallAfter is when a quiet running run counts as stalled.
+	stallAfter time.Duration
+	mcp        *mcp.Manager // the agents' MCP servers, shared by every run
 
 	ctx    context.Context // parent of every run; cancelled by Close
 	cancel context.CancelFunc
@@ -147,16 +153,17 @@ func New(cfg Config) (*Kernel, error) {
 		return nil, errors.New("kernel: agents, tools and store are required")
 	}
 	k := &Kernel{
-		agents:    cfg.Agents,
-		tools:     cfg.Tools,
-		store:     cfg.Store,
-		observers: cfg.Observers,
-		log:       cfg.Logger,
-		limits:    withDefaults(cfg.Limits),
-		retention: cfg.Retention.withDefaults(),
-		repl:      cfg.Replication.withDefaults(),
-		lockSeed:  maphash.MakeSeed(),
-		changes:   newChanges(),
+		agents:     cfg.Agents,
+		tools:      cfg.Tools,
+		store:      cfg.Store,
+		observers:  cfg.Observers,
+		log:        cfg.Logger,
+		limits:     withDefaults(cfg.Limits),
+		retention:  cfg.Retention.withDefaults(),
+		repl:       cfg.Replication.withDefaults(),
+		stallAfter: cmp.Or(cfg.StallAfter, DefaultStallAfter),
+		lockSeed:   maphash.MakeSeed(),
+		changes:    newChanges(),
 	}
 	if k.log == nil {
 		k.log = slog.New(slog.DiscardHandler)
@@ -176,6 +183,7 @@ func New(cfg Config) (*Kernel, error) {
 	k.owner = newOwner(k)
 	k.wg.Go(k.sweepLoop)
 	k.wg.Go(k.owner.renewLoop)
+	k.wg.Go(k.stallLoop)
 	if k.repl.Signals != nil {
 		k.wg.Go(k.owner.takeOverLoop)
 	}

@@ -136,6 +136,8 @@ type Options struct {
 	// Providers adds model providers to the scripted one, for testing a
 	// real provider client inside a real kernel.
 	Providers map[string]llm.Factory
+	// StallAfter is the kernel's stall time; 0 means its default.
+	StallAfter time.Duration
 }
 
 // Kernel is a test kernel with the pieces a test may want to reach.
@@ -160,6 +162,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 	k, err := kernel.New(kernel.Config{
 		Agents: registry, Tools: reg, Store: opts.Store, Observers: opts.Observers,
 		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention, Replication: opts.Replication,
+		StallAfter: opts.StallAfter,
 	})
 	if err != nil {
 		tb.Fatalf("new kernel: %v", err)

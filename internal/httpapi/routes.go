@@ -38,6 +38,8 @@ func (s *Server) routes() chi.Router {
 			r.Get("/sessions/{id}", s.handle(s.handleSessionGet))
 			r.Patch("/sessions/{id}", s.handle(s.handleSessionUpdate))
 			r.Delete("/sessions/{id}", s.handle(s.handleSessionDelete))
+			r.Get("/sessions/{id}/check", s.handle(s.handleSessionCheck))
+			r.Post("/sessions/{id}/repair", s.handle(s.handleSessionRepair))
 			r.Get("/sessions/{id}/children", s.handle(s.handleChildren))
 			r.Get("/sessions/{id}/runs", s.handle(s.handleRunList))
 			r.Get("/sessions/{id}/runs/{run_id}", s.handle(s.handleRunGet))

@@ -18,8 +18,8 @@ import (
 // GET /sessions: metadata.KEY=VALUE.
 const metadataPrefix = "metadata."
 
-// page is the query parameters every paged list takes.
-var page = []string{"limit", "cursor"}
+// pageParams are the query parameters every paged list takes.
+var pageParams = []string{"limit", "cursor"}
 
 // listParams are the query parameters each list route takes, by route
 // pattern. A list route refuses any other (strictQuery): a filter it
@@ -28,12 +28,12 @@ var page = []string{"limit", "cursor"}
 // with api/openapi.yaml; TestListParamsMatchOpenAPI checks that it is.
 var listParams = map[string][]string{
 	"GET /agents":                                nil,
-	"GET /sessions":                              append([]string{"agent", "state", "parent_id", "created_after", "created_before", metadataPrefix}, page...),
-	"GET /sessions/{id}/children":                page,
-	"GET /sessions/{id}/runs":                    append([]string{"state"}, page...),
+	"GET /sessions":                              append([]string{"agent", "state", "parent_id", "created_after", "created_before", metadataPrefix}, pageParams...),
+	"GET /sessions/{id}/children":                pageParams,
+	"GET /sessions/{id}/runs":                    append([]string{"state"}, pageParams...),
 	"GET /sessions/{id}/runs/{run_id}/approvals": nil,
 	"GET /sessions/{id}/events":                  {"after", "limit", "run_id"},
-	"GET /sessions/{id}/messages":                page,
+	"GET /sessions/{id}/messages":                pageParams,
 	"GET /sessions/{id}/memory":                  nil,
 }
 

@@ -48,7 +48,7 @@ func (k *Kernel) Check(ctx context.Context, id string) (Diagnosis, error) {
 	if err != nil {
 		return Diagnosis{}, err
 	}
-	evs, err := k.readLog(ctx, id)
+	evs, err := k.readLog(ctx, id, 0)
 	if err != nil {
 		return Diagnosis{}, err
 	}
@@ -66,10 +66,11 @@ func (k *Kernel) Check(ctx context.Context, id string) (Diagnosis, error) {
 	return d, nil
 }
 
-// readLog returns a session's whole log.
-func (k *Kernel) readLog(ctx context.Context, id string) ([]session.Event, error) {
+// readLog returns a session's events with seq > after, to the end of its
+// log.
+func (k *Kernel) readLog(ctx context.Context, id string, after int64) ([]session.Event, error) {
 	var out []session.Event
-	for after := int64(0); ; {
+	for {
 		evs, err := k.store.ReadEvents(ctx, id, after, MaxEventPage)
 		if err != nil {
 			return nil, fmt.Errorf("read events: %w", err)

@@ -24,8 +24,8 @@ func (k *Kernel) SessionStatuses(ctx context.Context, ss []session.Session) ([]s
 	for i := range ss {
 		s := &ss[i]
 		out[i] = session.StatusOf(s)
-		switch {
-		case out[i] == session.StatusRunning:
+		switch out[i] {
+		case session.StatusRunning:
 			stalled, err := k.stalled(ctx, s.ID, s.LastSeq)
 			if err != nil {
 				return nil, err
@@ -33,7 +33,7 @@ func (k *Kernel) SessionStatuses(ctx context.Context, ss []session.Session) ([]s
 			if stalled {
 				out[i] = session.StatusStalled
 			}
-		case out[i] == session.StatusIdle || out[i] == session.StatusFailed:
+		case session.StatusIdle, session.StatusFailed:
 			if queued == nil {
 				var err error
 				if queued, err = k.queuedSessions(ctx); err != nil {

@@ -55,10 +55,14 @@ func TestListSessions_100k(t *testing.T) {
 	require.Len(t, page, 50)
 	assert.Equal(t, "s0100000", page[0].ID)
 	assert.Equal(t, "s0051000", page[49].ID)
-	start := time.Now()
-	_, err = s.ListSessions(t.Context(), q)
-	require.NoError(t, err)
-	t.Logf("a page of alice's sessions among %d: %v", n, time.Since(start))
+	best := time.Hour
+	for range 5 {
+		start := time.Now()
+		_, err = s.ListSessions(t.Context(), q)
+		require.NoError(t, err)
+		best = min(best, time.Since(start))
+	}
+	t.Logf("a page of alice's sessions among %d: %v (best of 5)", n, best)
 }
 
 // BenchmarkListSessions100k lists a page of one user's sessions among

@@ -184,5 +184,7 @@ func TestEvents_RunID(t *testing.T) {
 			status: http.StatusNotFound, code: "run_not_found"},
 		{name: "UnknownRunStream", method: "GET", path: "/sessions/" + id + "/events?run_id=nope",
 			status: http.StatusNotFound, code: "run_not_found"},
+		{name: "WithSnapshot", method: "GET", path: "/sessions/" + id + "/events?snapshot=messages&run_id=" + runID,
+			status: http.StatusBadRequest, code: "invalid_request", field: "run_id"},
 	})
 }

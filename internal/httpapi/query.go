@@ -28,11 +28,11 @@ var pageParams = []string{"limit", "cursor"}
 // with api/openapi.yaml; TestListParamsMatchOpenAPI checks that it is.
 var listParams = map[string][]string{
 	"GET /agents":                                nil,
-	"GET /sessions":                              append([]string{"agent", "state", "parent_id", "created_after", "created_before", metadataPrefix}, pageParams...),
+	"GET /sessions":                              append([]string{"agent", "state", "parent_id", "forked_from", "created_after", "created_before", metadataPrefix}, pageParams...),
 	"GET /sessions/{id}/children":                pageParams,
 	"GET /sessions/{id}/runs":                    append([]string{"state"}, pageParams...),
 	"GET /sessions/{id}/runs/{run_id}/approvals": nil,
-	"GET /sessions/{id}/events":                  {"after", "limit", "run_id"},
+	"GET /sessions/{id}/events":                  {"after", "limit", "run_id", "snapshot"},
 	"GET /sessions/{id}/messages":                pageParams,
 	"GET /sessions/{id}/memory":                  nil,
 }
@@ -134,7 +134,8 @@ func timeParam(r *http.Request, name string) (time.Time, error) {
 // sessionFilters reads the filters of GET /sessions.
 func sessionFilters(r *http.Request) (kernel.ListSessions, error) {
 	q := r.URL.Query()
-	req := kernel.ListSessions{Agent: q.Get("agent"), State: session.State(q.Get("state")), ParentID: q.Get("parent_id")}
+	req := kernel.ListSessions{Agent: q.Get("agent"), State: session.State(q.Get("state")), ParentID: q.Get("parent_id"),
+		ForkedFrom: q.Get("forked_from")}
 	var err error
 	if req.Metadata, err = metadataFilter(r); err != nil {
 		return req, err

@@ -16,8 +16,9 @@ import (
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
 	// authenticate runs before routing: without a key, no path or method
-	// is told apart from another (only /healthz is open).
-	r.Use(middleware.RequestID, s.logRequests, s.recoverPanics, s.authenticate, s.paceBody, s.limitBody, s.checkQuery)
+	// is told apart from another (only /healthz is open). cors runs before
+	// it: a browser's preflight carries no key.
+	r.Use(middleware.RequestID, s.logRequests, s.recoverPanics, s.cors, s.authenticate, s.paceBody, s.limitBody, s.checkQuery)
 	r.NotFound(s.handle(s.handleNotFound))
 	r.MethodNotAllowed(s.handle(s.handleMethodNotAllowed))
 	r.Get("/healthz", s.handle(s.handleHealth))
@@ -38,6 +39,9 @@ func (s *Server) routes() chi.Router {
 			r.Get("/sessions/{id}", s.handle(s.handleSessionGet))
 			r.Patch("/sessions/{id}", s.handle(s.handleSessionUpdate))
 			r.Delete("/sessions/{id}", s.handle(s.handleSessionDelete))
+			r.Post("/sessions/{id}/close", s.handle(s.handleSessionClose))
+			r.Post("/sessions/{id}/fork", s.handle(s.handleSessionFork))
+			r.Post("/sessions/{id}/runs/{run_id}/regenerate", s.handle(s.handleRunRegenerate))
 			r.Get("/sessions/{id}/check", s.handle(s.handleSessionCheck))
 			r.Post("/sessions/{id}/repair", s.handle(s.handleSessionRepair))
 			r.Get("/sessions/{id}/children", s.handle(s.handleChildren))

@@ -59,23 +59,25 @@ type updateSessionRequest struct {
 func (req updateSessionRequest) Validate() error { return nil }
 
 type sessionResponse struct {
-	ID          string            `json:"id"`
-	Agent       string            `json:"agent"`
-	Name        *string           `json:"name"`
-	Metadata    map[string]string `json:"metadata"`
-	State       session.State     `json:"state"`
-	Status      session.Status    `json:"status"`
-	ParentID    *string           `json:"parent_id"`
-	RootID      string            `json:"root_id"`
-	Depth       int               `json:"depth"`
-	Tenant      string            `json:"tenant"`
-	ActiveRunID *string           `json:"active_run_id"`
-	LastSeq     int64             `json:"last_seq"`
-	TTL         *string           `json:"ttl"`
-	ExpiresAt   *time.Time        `json:"expires_at"`
-	Inherit     *inheritBody      `json:"inherit"`
-	CreatedAt   time.Time         `json:"created_at"`
-	UpdatedAt   time.Time         `json:"updated_at"`
+	ID           string              `json:"id"`
+	Agent        string              `json:"agent"`
+	Name         *string             `json:"name"`
+	Metadata     map[string]string   `json:"metadata"`
+	State        session.State       `json:"state"`
+	Status       session.Status      `json:"status"`
+	ParentID     *string             `json:"parent_id"`
+	RootID       string              `json:"root_id"`
+	Depth        int                 `json:"depth"`
+	Tenant       string              `json:"tenant"`
+	ActiveRunID  *string             `json:"active_run_id"`
+	LastSeq      int64               `json:"last_seq"`
+	TTL          *string             `json:"ttl"`
+	ExpiresAt    *time.Time          `json:"expires_at"`
+	Inherit      *inheritBody        `json:"inherit"`
+	ForkedFrom   *forkedFromResponse `json:"forked_from"`
+	ClosedReason *string             `json:"closed_reason"`
+	CreatedAt    time.Time           `json:"created_at"`
+	UpdatedAt    time.Time           `json:"updated_at"`
 }
 
 func toSessionResponse(s session.Session) sessionResponse {
@@ -91,12 +93,16 @@ func toSessionResponse(s session.Session) sessionResponse {
 	if s.InheritMemory != "" {
 		inherit = &inheritBody{Memory: s.InheritMemory}
 	}
-	return sessionResponse{
+	out := sessionResponse{
 		ID: s.ID, Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State, Status: session.StatusOf(&s),
 		ParentID: nullable(s.ParentID), RootID: s.RootID, Depth: s.Depth, Tenant: s.Tenant,
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
-		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
+		ClosedReason: nullable(s.ClosedReason), CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
+	if s.ForkedFrom != "" {
+		out.ForkedFrom = &forkedFromResponse{SessionID: s.ForkedFrom, MessagePosition: s.ForkPosition}
+	}
+	return out
 }
 
 // listResponse is one page of a list.

@@ -35,9 +35,10 @@ type SessionUpdate struct {
 
 // ListSessions is a request to list sessions. Empty filters match all.
 type ListSessions struct {
-	Agent    string
-	State    session.State
-	ParentID string
+	Agent      string
+	State      session.State
+	ParentID   string
+	ForkedFrom string // forks of this session
 	// Metadata selects sessions holding every one of these entries.
 	Metadata map[string]string
 	// CreatedAfter and CreatedBefore, when set, bound the creation time
@@ -220,7 +221,7 @@ func (k *Kernel) ListSessions(ctx context.Context, req ListSessions) (Page[sessi
 	}
 	items, err := k.store.ListSessions(ctx, SessionQuery{
 		Tenant: TenantFrom(ctx), Agent: req.Agent, State: req.State, ParentID: req.ParentID,
-		Metadata: req.Metadata, CreatedAfter: req.CreatedAfter, CreatedBefore: req.CreatedBefore,
+		ForkedFrom: req.ForkedFrom, Metadata: req.Metadata, CreatedAfter: req.CreatedAfter, CreatedBefore: req.CreatedBefore,
 		After: after, Limit: limit + 1,
 	})
 	if err != nil {
@@ -244,6 +245,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 	}
 	var out session.Session
 	err := k.updateSession(ctx, id, func(s *session.Session) error {
+		if s.State == session.StateClosed {
+			return sessionClosed(s.ID)
+		}
 		if u.Name != nil {
 			s.Name = *u.Name
 		}

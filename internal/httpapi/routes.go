@@ -26,7 +26,7 @@ func (s *Server) routes() chi.Router {
 	r.Get("/openapi.yaml", s.handle(s.handleOpenAPI))
 	r.With(s.requireOperator).Get("/metrics", s.handle(s.handleMetrics))
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireTenant, s.limitRequests)
+		r.Use(s.requireTenant, s.limitRequests, s.strictQuery)
 		r.With(s.timeout).Get("/usage", s.handle(s.handleUsage))
 		// Streams: never under a timeout (it would cut them off).
 		r.With(s.limitStreams).Get("/sessions/{id}/events", s.handle(s.handleEvents))
@@ -47,8 +47,10 @@ func (s *Server) routes() chi.Router {
 			r.Post("/sessions/{id}/close", s.handle(s.handleSessionClose))
 			r.Post("/sessions/{id}/fork", s.handle(s.handleSessionFork))
 			r.Post("/sessions/{id}/runs/{run_id}/regenerate", s.handle(s.handleRunRegenerate))
-			r.Get("/sessions/{id}/children", s.handle(sessionList(s.kernel.Children, toSessionResponse)))
-			r.Get("/sessions/{id}/runs", s.handle(sessionList(s.kernel.ListRuns, toRunResponse)))
+			r.Get("/sessions/{id}/check", s.handle(s.handleSessionCheck))
+			r.Post("/sessions/{id}/repair", s.handle(s.handleSessionRepair))
+			r.Get("/sessions/{id}/children", s.handle(s.handleChildren))
+			r.Get("/sessions/{id}/runs", s.handle(s.handleRunList))
 			r.Get("/sessions/{id}/runs/{run_id}", s.handle(s.handleRunGet))
 			r.Post("/sessions/{id}/runs/{run_id}/cancel", s.handle(s.handleRunCancel))
 			r.Get("/sessions/{id}/runs/{run_id}/approvals", s.handle(s.handleApprovalList))

@@ -525,29 +525,7 @@ func (k *Kernel) GetRun(ctx context.Context, sessionID, runID string) (session.R
 
 // ListRuns returns a page of a session's runs, newest first.
 func (k *Kernel) ListRuns(ctx context.Context, sessionID string, page PageRequest) (Page[session.Run], error) {
-	s, err := k.GetSession(ctx, sessionID)
-	if err != nil {
-		return Page[session.Run]{}, err
-	}
-	sessionID = s.ID // the key it is stored under
-	limit, err := page.size()
-	if err != nil {
-		return Page[session.Run]{}, err
-	}
-	before, err := decodeCursor(page.Cursor)
-	if err != nil {
-		return Page[session.Run]{}, err
-	}
-	if before != "" {
-		if _, err := k.store.GetRun(ctx, sessionID, before); err != nil {
-			return Page[session.Run]{}, errdefs.Invalid("cursor", "not a cursor of this session's runs")
-		}
-	}
-	runs, err := k.store.ListRuns(ctx, sessionID, session.RunQuery{Before: before, Limit: limit + 1})
-	if err != nil {
-		return Page[session.Run]{}, fmt.Errorf("list runs: %w", err)
-	}
-	return paginate(runs, limit, func(r session.Run) string { return r.ID }), nil
+	return k.ListRunsWhere(ctx, sessionID, RunFilter{}, page)
 }
 
 // CancelRun stops a run and waits until it has recorded its end; the run

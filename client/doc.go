@@ -40,8 +40,8 @@
 //     917 KB allocated per 1000 frames, this reader 3.5 ms and 71 KB.
 //     Splitting frames alone: 6.0 ms against 1.4 ms (r3labs searches the
 //     whole buffer for five newline patterns per frame).
-//   - Its reconnect loop does not watch the context (its backoff retries
-//     for up to 15 minutes after a cancel) and ends, without resuming, on
-//     a stream the server ends cleanly, which kerneld does to a client it
-//     drops as too slow.
+//   - Its default reconnect loop does not watch the context (a cancel that
+//     comes while it reconnects is retried, with backoff, for up to 15
+//     minutes), and it returns, without resuming, when the server ends a
+//     stream cleanly, as kerneld does to a client it drops as too slow.
 package client

@@ -76,7 +76,8 @@ type Event struct {
 	Code    string
 	Message string
 
-	// CUSTOM: kerneld.* name and value.
+	// CUSTOM: kerneld.* name and value; SUBAGENT_STARTED: Name is the
+	// child's agent.
 	Name  string
 	Value json.RawMessage
 

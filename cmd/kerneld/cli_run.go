@@ -19,12 +19,22 @@ func (c *cli) run(args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := c.c.CreateSession(c.ctx, client.CreateSessionRequest{Agent: pos[0]})
+	id, err := c.newSession(pos[0])
 	if err != nil {
 		return err
 	}
+	return c.answer(id, pos[1], nil)
+}
+
+// newSession creates a session of agent and names it on stderr, for the
+// commands that need its id (watch, approve).
+func (c *cli) newSession(agent string) (string, error) {
+	s, err := c.c.CreateSession(c.ctx, client.CreateSessionRequest{Agent: agent})
+	if err != nil {
+		return "", err
+	}
 	fmt.Fprintln(c.stderr, "session", s.ID)
-	return c.answer(s.ID, pos[1], nil)
+	return s.ID, nil
 }
 
 // chat handles "kerneld chat AGENT": each line of stdin is an input to
@@ -37,11 +47,10 @@ func (c *cli) chat(args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := c.c.CreateSession(c.ctx, client.CreateSessionRequest{Agent: pos[0]})
+	id, err := c.newSession(pos[0])
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(c.stderr, "session", s.ID)
 	lines := make(chan string)
 	go readLines(c.stdin, lines) // ends with stdin; an exit abandons it with the process
 	for {
@@ -56,7 +65,7 @@ func (c *cli) chat(args []string) error {
 			if strings.TrimSpace(line) == "" {
 				continue
 			}
-			err := c.answer(s.ID, line, c.interrupts)
+			err := c.answer(id, line, c.interrupts)
 			if errors.Is(err, errQuit) {
 				return nil
 			}

@@ -133,19 +133,12 @@ func TestCLI_RunJSON(t *testing.T) {
 // chat goes on; Ctrl-C at the prompt exits.
 func TestCLI_ChatCtrlC(t *testing.T) {
 	srv := cliServer(t)
-	stdin, input, err := os.Pipe()
-	require.NoError(t, err)
-	defer stdin.Close()
-	defer input.Close()
-	r := startCLI(t, srv.URL, stdin, "chat", "slow")
-
-	_, err = input.WriteString("go\n")
-	require.NoError(t, err)
+	r, input := startChat(t, srv.URL)
 	r.waitOutput(t, regexp.MustCompile(`a b c`))
 	r.interrupts <- os.Interrupt
 	r.waitOutput(t, regexp.MustCompile(`\(cancelled\)\n$`))
 
-	_, err = input.WriteString("again\n")
+	_, err := input.WriteString("again\n")
 	require.NoError(t, err)
 	r.waitOutput(t, regexp.MustCompile(`(?s)\(cancelled\)\n.*z\n$`))
 	r.interrupts <- os.Interrupt
@@ -161,16 +154,22 @@ func TestCLI_ChatCtrlC(t *testing.T) {
 	assert.Equal(t, client.RunCancelled, runs.Data[1].State)
 }
 
+// startChat starts `kerneld chat slow` on a pipe and sends it "go".
+func startChat(t *testing.T, url string) (*cliRun, *os.File) {
+	t.Helper()
+	stdin, input, err := os.Pipe()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = stdin.Close(); _ = input.Close() })
+	r := startCLI(t, url, stdin, "chat", "slow")
+	_, err = input.WriteString("go\n")
+	require.NoError(t, err)
+	return r, input
+}
+
 // TestCLI_ChatQuitWhileCancelling: two Ctrl-C during an answer end the chat.
 func TestCLI_ChatQuitWhileCancelling(t *testing.T) {
 	srv := cliServer(t)
-	stdin, input, err := os.Pipe()
-	require.NoError(t, err)
-	defer stdin.Close()
-	defer input.Close()
-	r := startCLI(t, srv.URL, stdin, "chat", "slow")
-	_, err = input.WriteString("go\n")
-	require.NoError(t, err)
+	r, _ := startChat(t, srv.URL)
 	r.waitOutput(t, regexp.MustCompile(`a b`))
 	r.interrupts <- os.Interrupt
 	r.interrupts <- os.Interrupt

@@ -16,8 +16,9 @@ import (
 
 // Options configure New.
 type Options struct {
-	Kernel kerneltest.Options
-	API    httpapi.Options
+	Kernel  kerneltest.Options
+	API     httpapi.Options
+	Streams httpapi.StreamOptions
 	// Wrap, when set, wraps the API's handler: a test's proxy in front of
 	// kerneld (see Cutter).
 	Wrap func(http.Handler) http.Handler
@@ -26,13 +27,15 @@ type Options struct {
 // Server is a running API.
 type Server struct {
 	*httptest.Server
-	Kernel *kerneltest.Kernel
+	Kernel  *kerneltest.Kernel
+	Streams *httpapi.Streams
+	API     *httpapi.Server
 }
 
 // New starts a server closed when the test ends.
 func New(t testing.TB, opts Options) *Server {
 	t.Helper()
-	streams := httpapi.NewStreams(nil, httpapi.StreamOptions{})
+	streams := httpapi.NewStreams(nil, opts.Streams)
 	opts.Kernel.Observers = append(opts.Kernel.Observers, streams)
 	k := kerneltest.New(t, opts.Kernel)
 	if opts.API.OpenAPI == nil {
@@ -50,7 +53,7 @@ func New(t testing.TB, opts Options) *Server {
 		srv.CloseStreams()
 		ts.Close()
 	})
-	return &Server{Server: ts, Kernel: k}
+	return &Server{Server: ts, Kernel: k, Streams: streams, API: srv}
 }
 
 // Cutter cuts event streams mid-frame, as a failing network or proxy

@@ -19,7 +19,7 @@ import (
 // An error answer that is not a problem body (from a proxy, say) is a
 // Problem too, with an empty Code, the status text as Title and the start
 // of the body as Detail.
-type Problem struct {
+type Problem struct { //nolint:errname // the name RFC 9457 gives it, which users of the API know
 	Type      string            `json:"type"`
 	Title     string            `json:"title"`
 	Status    int               `json:"status"`

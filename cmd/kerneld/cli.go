@@ -110,7 +110,7 @@ func runCLI(ctx context.Context, args []string, cio cliIO) error {
 	}
 	c := &cli{cliIO: cio, ctx: ctx, fs: flag.NewFlagSet("kerneld "+args[0], flag.ContinueOnError)}
 	c.fs.SetOutput(cio.stderr)
-	c.fs.Usage = func() { fmt.Fprint(cio.stderr, cliUsage) }
+	c.fs.Usage = func() { _, _ = fmt.Fprint(cio.stderr, cliUsage) } // help text: nothing to do if stderr fails
 	c.fs.StringVar(&c.url, "url", envOr(cio.getenv, "KERNELD_URL", client.DefaultURL), "kerneld's address (KERNELD_URL)")
 	c.fs.StringVar(&c.key, "api-key", cio.getenv("KERNELD_API_KEY"), "API key (KERNELD_API_KEY)")
 	c.fs.BoolVar(&c.json, "json", false, "print JSON")
@@ -155,6 +155,13 @@ func (c *cli) parse(args []string, want int, usage string) ([]string, error) {
 	return pos, nil
 }
 
+// note tells the person something on stderr: the session's id, how a
+// run failed. Nothing is to be done if stderr cannot be written.
+func (c *cli) note(args ...any) { _, _ = fmt.Fprintln(c.stderr, args...) }
+
+// prompt invites the next line of a chat.
+func (c *cli) prompt() { _, _ = fmt.Fprint(c.stderr, "> ") }
+
 // printJSON prints v indented.
 func (c *cli) printJSON(v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
@@ -177,14 +184,14 @@ func (c *cli) agents(args []string) error {
 	if c.json {
 		return c.printJSON(agents)
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tAVAILABLE\tDESCRIPTION")
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0) // buffers: Flush reports a failed write
+	_, _ = fmt.Fprintln(tw, "NAME\tAVAILABLE\tDESCRIPTION")
 	for _, a := range agents {
 		desc := a.Description
 		if !a.Available {
 			desc = "(" + a.UnavailableReason + ") " + desc
 		}
-		fmt.Fprintf(tw, "%s\t%t\t%s\n", a.Name, a.Available, desc)
+		_, _ = fmt.Fprintf(tw, "%s\t%t\t%s\n", a.Name, a.Available, desc)
 	}
 	return tw.Flush()
 }
@@ -240,16 +247,16 @@ func (c *cli) sessionList(args []string) error {
 	if c.json {
 		return c.printJSON(page)
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tAGENT\tSTATE\tUPDATED\tNAME")
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0) // buffers: Flush reports a failed write
+	_, _ = fmt.Fprintln(tw, "ID\tAGENT\tSTATE\tUPDATED\tNAME")
 	for _, s := range page.Data {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.Agent, s.State, s.UpdatedAt.Local().Format(time.DateTime), s.Name)
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.Agent, s.State, s.UpdatedAt.Local().Format(time.DateTime), s.Name)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if page.NextCursor != "" {
-		fmt.Fprintln(c.stderr, "more: --cursor", page.NextCursor)
+		c.note("more: --cursor", page.NextCursor)
 	}
 	return nil
 }
@@ -309,9 +316,9 @@ func (c *cli) watch(args []string) error {
 			return err
 		}
 		if ev.Type == client.RunErrorType {
-			fmt.Fprintln(c.stderr, runFailedError{ev})
+			c.note(runFailedError{ev})
 		}
 	}
-	fmt.Fprintln(c.stderr, "the session has ended")
+	c.note("the session has ended")
 	return nil
 }

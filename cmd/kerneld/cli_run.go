@@ -33,7 +33,7 @@ func (c *cli) newSession(agent string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintln(c.stderr, "session", s.ID)
+	c.note("session", s.ID)
 	return s.ID, nil
 }
 
@@ -55,7 +55,7 @@ func (c *cli) chat(args []string) error {
 	go readLines(c.stdin, lines) // ends with stdin; an exit abandons it with the process
 	for {
 		if c.interactive {
-			fmt.Fprint(c.stderr, "> ")
+			c.prompt()
 		}
 		select {
 		case line, ok := <-lines:
@@ -71,7 +71,7 @@ func (c *cli) chat(args []string) error {
 			}
 			var failed runFailedError
 			if errors.As(err, &failed) {
-				fmt.Fprintln(c.stderr, err)
+				c.note(err)
 				continue
 			}
 			if err != nil {
@@ -151,7 +151,7 @@ func (c *cli) answer(sessionID, input string, interrupts <-chan os.Signal) error
 				return errQuit
 			}
 			cancelling = true
-			fmt.Fprintln(c.stderr, "\ncancelling (Ctrl-C again to quit)")
+			c.note("\ncancelling (Ctrl-C again to quit)")
 			if _, err := c.c.CancelRun(c.ctx, sessionID, stream.RunID()); err != nil {
 				return err
 			}

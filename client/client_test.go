@@ -499,3 +499,34 @@ func TestNew_BadURL(t *testing.T) {
 	_, err := client.New("ftp://example.com")
 	require.Error(t, err)
 }
+
+// TestStreamRun_CutBeforeFirstEvent cuts a run's stream inside its
+// RUN_STARTED, in a session with an earlier run: the client finds where
+// the run starts, resumes there and delivers only this run's events.
+func TestStreamRun_CutBeforeFirstEvent(t *testing.T) {
+	cutter := &httpapitest.Cutter{AfterFrames: 1, Times: 1} // the retry line, then the cut
+	c, _ := newClient(t, httpapitest.Options{Wrap: cutter.Wrap})
+	ctx := t.Context()
+	s, err := c.CreateSession(ctx, client.CreateSessionRequest{Agent: "echo"})
+	require.NoError(t, err)
+	earlier, err := c.CreateRun(ctx, s.ID, client.CreateRunRequest{Input: "first"})
+	require.NoError(t, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for earlier.EndedAt == nil && time.Now().Before(deadline) { // JSON answers: not cut
+		time.Sleep(5 * time.Millisecond)
+		earlier, err = c.GetRun(ctx, s.ID, earlier.ID)
+		require.NoError(t, err)
+	}
+	require.NotNil(t, earlier.EndedAt, "the first run did not end")
+
+	stream, err := c.StreamRun(ctx, s.ID, client.CreateRunRequest{Input: "second"}, fastRetry)
+	require.NoError(t, err)
+	evs := collect(t, stream)
+	assert.Equal(t, 1, cutter.Cuts())
+	assert.Equal(t, 1, stream.Reconnects())
+	requireGapless(t, evs, earlier.EndSeq+1)
+	assert.Equal(t, client.RunStarted, evs[0].Type)
+	for _, ev := range evs {
+		require.Equal(t, stream.RunID(), ev.RunID)
+	}
+}

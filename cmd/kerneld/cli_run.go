@@ -23,7 +23,11 @@ func (c *cli) run(args []string) error {
 	if err != nil {
 		return err
 	}
-	return c.answer(id, pos[1], nil)
+	err = c.answer(id, pos[1], nil)
+	if c.ctx.Err() != nil {
+		return fmt.Errorf("interrupted; the run goes on (kerneld watch %s)", id)
+	}
+	return err
 }
 
 // newSession creates a session of agent and names it on stderr, for the

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kerneld/kerneld/internal/httpapi"
 	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/quota"
 )
 
 // Config is kerneld's configuration: defaults, then configs/kerneld.yaml,
@@ -29,6 +30,19 @@ type Config struct {
 	Log       LogConfig      `yaml:"log"`
 	Auth      AuthConfig     `yaml:"auth"`
 	Sessions  SessionsConfig `yaml:"sessions"`
+	Quotas    QuotasConfig   `yaml:"quotas"`
+}
+
+// QuotasConfig are the quotas and rate limits of every tenant (operator
+// keys are no tenant); 0 is no limit. With the redis store the counters
+// are in Redis, so the limits hold across replicas.
+type QuotasConfig struct {
+	RequestsPerSecond float64 `yaml:"requests_per_second"` // token bucket refill rate
+	RequestBurst      int     `yaml:"request_burst"`       // the bucket's size
+	MaxSessions       int     `yaml:"max_sessions"`        // sessions stored, closed ones included
+	RunsPerMinute     int     `yaml:"runs_per_minute"`     // runs started
+	MaxConcurrentRuns int     `yaml:"max_concurrent_runs"` // runs executing or starting
+	TokensPerDay      int64   `yaml:"tokens_per_day"`      // model tokens, per UTC day
 }
 
 // HTTPConfig configures the listener and the API.
@@ -112,6 +126,7 @@ func DefaultConfig() Config {
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
 			MinBodyRate: 1024, BodyRateGrace: 5 * time.Second, MaxStreamsPerTenant: 1000,
 		},
+		Quotas:    QuotasConfig(quota.DefaultLimits()),
 		Store:     StoreConfig{Kind: "sqlite", DataDir: "./data", Redis: RedisConfig{LeaseTTL: 10 * time.Second}},
 		AgentsDir: "configs/agents",
 		Log:       LogConfig{Format: "text", Level: "info"},
@@ -195,7 +210,7 @@ func loadConfig(f flagValues, getenv func(string) string) (Config, error) {
 // envTwin is a config key that a KERNELD_* variable sets, with no flag.
 type envTwin struct {
 	env, key string
-	dst      any // *time.Duration, *int, *int64 or *string
+	dst      any // *time.Duration, *int, *int64, *float64 or *string
 }
 
 // envTwins lists the keys set from the environment alone.
@@ -210,6 +225,12 @@ func (c *Config) envTwins() []envTwin {
 		{"KERNELD_MAX_CONNECTIONS", "http.max_connections", &h.MaxConnections},
 		{"KERNELD_MAX_STREAMS", "http.max_streams", &h.MaxStreams},
 		{"KERNELD_MAX_STREAMS_PER_TENANT", "http.max_streams_per_tenant", &h.MaxStreamsPerTenant},
+		{"KERNELD_REQUESTS_PER_SECOND", "quotas.requests_per_second", &c.Quotas.RequestsPerSecond},
+		{"KERNELD_REQUEST_BURST", "quotas.request_burst", &c.Quotas.RequestBurst},
+		{"KERNELD_MAX_SESSIONS", "quotas.max_sessions", &c.Quotas.MaxSessions},
+		{"KERNELD_RUNS_PER_MINUTE", "quotas.runs_per_minute", &c.Quotas.RunsPerMinute},
+		{"KERNELD_MAX_CONCURRENT_RUNS", "quotas.max_concurrent_runs", &c.Quotas.MaxConcurrentRuns},
+		{"KERNELD_TOKENS_PER_DAY", "quotas.tokens_per_day", &c.Quotas.TokensPerDay},
 		{"KERNELD_REDIS_PREFIX", "store.redis.prefix", &c.Store.Redis.Prefix},
 		{"KERNELD_LEASE_TTL", "store.redis.lease_ttl", &c.Store.Redis.LeaseTTL},
 	}
@@ -238,13 +259,15 @@ func setFromString(dst any, v string) error {
 		*p, err = strconv.Atoi(v)
 	case *int64:
 		*p, err = strconv.ParseInt(v, 10, 64)
+	case *float64:
+		*p, err = strconv.ParseFloat(v, 64)
 	case *string:
 		*p = v
 	default:
 		err = fmt.Errorf("unsupported type %T", dst)
 	}
 	if ne, ok := errors.AsType[*strconv.NumError](err); ok {
-		err = fmt.Errorf("%q is not an integer", ne.Num)
+		err = fmt.Errorf("%q is not a number", ne.Num)
 	}
 	return err
 }
@@ -322,7 +345,7 @@ func (c Config) Validate() error {
 	if c.HTTP.ShutdownTimeout <= 0 || c.HTTP.RequestTimeout <= 0 || c.HTTP.Heartbeat <= 0 {
 		errs = append(errs, errors.New("http: shutdown_timeout, request_timeout and heartbeat must be positive"))
 	}
-	errs = append(errs, c.HTTP.checkLimits())
+	errs = append(errs, c.HTTP.checkLimits(), c.Quotas.check())
 	if err := httpapi.ValidateCORSOrigins(c.HTTP.CORSOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("http.cors_origins: %w", err))
 	}
@@ -355,6 +378,16 @@ func (h HTTPConfig) checkLimits() error {
 			"and max_streams_per_tenant must not be negative"))
 	}
 	return errors.Join(errs...)
+}
+
+// check refuses negative quotas: 0 is the way to say none.
+func (q QuotasConfig) check() error {
+	if q.RequestsPerSecond < 0 || q.RequestBurst < 0 || q.MaxSessions < 0 || q.RunsPerMinute < 0 ||
+		q.MaxConcurrentRuns < 0 || q.TokensPerDay < 0 {
+		return errors.New("quotas: requests_per_second, request_burst, max_sessions, runs_per_minute, " +
+			"max_concurrent_runs and tokens_per_day must not be negative (0 is no limit)")
+	}
+	return nil
 }
 
 // check refuses keys that are empty (an unset ${VAR}) or listed twice: a

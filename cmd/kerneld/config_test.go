@@ -343,22 +343,34 @@ http:
 		def.MaxStreams != 0 || def.MaxStreamsPerTenant != 1000 {
 		t.Errorf("defaults = %+v", def)
 	}
+	checkEnvTwins(t, file, []envTwinCase{
+		{"KERNELD_READ_HEADER_TIMEOUT", "3s", "4s", func(c Config) string { return c.HTTP.ReadHeaderTimeout.String() }},
+		{"KERNELD_READ_TIMEOUT", "20s", "21s", func(c Config) string { return c.HTTP.ReadTimeout.String() }},
+		{"KERNELD_IDLE_TIMEOUT", "40s", "41s", func(c Config) string { return c.HTTP.IdleTimeout.String() }},
+		{"KERNELD_MIN_BODY_RATE", "500", "501", func(c Config) string { return strconv.FormatInt(c.HTTP.MinBodyRate, 10) }},
+		{"KERNELD_BODY_RATE_GRACE", "2s", "3s", func(c Config) string { return c.HTTP.BodyRateGrace.String() }},
+		{"KERNELD_MAX_CONNECTIONS", "900", "901", func(c Config) string { return strconv.Itoa(c.HTTP.MaxConnections) }},
+		{"KERNELD_MAX_STREAMS", "300", "301", func(c Config) string { return strconv.Itoa(c.HTTP.MaxStreams) }},
+		{"KERNELD_MAX_STREAMS_PER_TENANT", "30", "31", func(c Config) string { return strconv.Itoa(c.HTTP.MaxStreamsPerTenant) }},
+	})
+}
+
+// envTwinCase is a key of the config file at checkEnvTwins' path with its
+// environment twin: the value in the file, another for the variable, and
+// how to read the key.
+type envTwinCase struct {
+	env, fileValue, envValue string
+	get                      func(Config) string
+}
+
+// checkEnvTwins checks that each key is read from file, that its twin
+// overrides it, and that a twin that does not parse, or is negative,
+// stops startup.
+func checkEnvTwins(t *testing.T, file string, tests []envTwinCase) {
+	t.Helper()
 	load := func(t *testing.T, m map[string]string) (Config, error) {
 		t.Helper()
 		return loadConfig(flagValues{config: file}, env(m))
-	}
-	tests := []struct {
-		env, fileValue, envValue string
-		get                      func(HTTPConfig) string
-	}{
-		{"KERNELD_READ_HEADER_TIMEOUT", "3s", "4s", func(h HTTPConfig) string { return h.ReadHeaderTimeout.String() }},
-		{"KERNELD_READ_TIMEOUT", "20s", "21s", func(h HTTPConfig) string { return h.ReadTimeout.String() }},
-		{"KERNELD_IDLE_TIMEOUT", "40s", "41s", func(h HTTPConfig) string { return h.IdleTimeout.String() }},
-		{"KERNELD_MIN_BODY_RATE", "500", "501", func(h HTTPConfig) string { return strconv.FormatInt(h.MinBodyRate, 10) }},
-		{"KERNELD_BODY_RATE_GRACE", "2s", "3s", func(h HTTPConfig) string { return h.BodyRateGrace.String() }},
-		{"KERNELD_MAX_CONNECTIONS", "900", "901", func(h HTTPConfig) string { return strconv.Itoa(h.MaxConnections) }},
-		{"KERNELD_MAX_STREAMS", "300", "301", func(h HTTPConfig) string { return strconv.Itoa(h.MaxStreams) }},
-		{"KERNELD_MAX_STREAMS_PER_TENANT", "30", "31", func(h HTTPConfig) string { return strconv.Itoa(h.MaxStreamsPerTenant) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.env, func(t *testing.T) {
@@ -366,13 +378,13 @@ http:
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := tt.get(c.HTTP); got != tt.fileValue {
+			if got := tt.get(c); got != tt.fileValue {
 				t.Errorf("from the file: %s, want %s", got, tt.fileValue)
 			}
 			if c, err = load(t, map[string]string{tt.env: tt.envValue}); err != nil {
 				t.Fatal(err)
 			}
-			if got := tt.get(c.HTTP); got != tt.envValue {
+			if got := tt.get(c); got != tt.envValue {
 				t.Errorf("%s=%s: %s, want the environment's", tt.env, tt.envValue, got)
 			}
 			if _, err := load(t, map[string]string{tt.env: "lots"}); err == nil || !strings.Contains(err.Error(), tt.env) {
@@ -415,6 +427,35 @@ func TestPlanConnections(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLoadConfig_Quotas: every quota has a default, is read from the
+// file (0 for no limit), and is overridden by its environment twin; a
+// twin that does not parse, or a negative quota, stops startup.
+func TestLoadConfig_Quotas(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "kerneld.yaml", `
+quotas:
+  requests_per_second: 2.5
+  request_burst: 0
+  max_sessions: 30
+  runs_per_minute: 40
+  max_concurrent_runs: 5
+  tokens_per_day: 1000
+`)
+	def := DefaultConfig().Quotas
+	if def != (QuotasConfig{RequestsPerSecond: 100, RequestBurst: 200, MaxSessions: 10000, RunsPerMinute: 300,
+		MaxConcurrentRuns: 50, TokensPerDay: 10_000_000}) {
+		t.Errorf("defaults = %+v", def)
+	}
+	checkEnvTwins(t, file, []envTwinCase{
+		{"KERNELD_REQUESTS_PER_SECOND", "2.5", "0.5", func(c Config) string { return strconv.FormatFloat(c.Quotas.RequestsPerSecond, 'g', -1, 64) }},
+		{"KERNELD_REQUEST_BURST", "0", "9", func(c Config) string { return strconv.Itoa(c.Quotas.RequestBurst) }},
+		{"KERNELD_MAX_SESSIONS", "30", "0", func(c Config) string { return strconv.Itoa(c.Quotas.MaxSessions) }},
+		{"KERNELD_RUNS_PER_MINUTE", "40", "41", func(c Config) string { return strconv.Itoa(c.Quotas.RunsPerMinute) }},
+		{"KERNELD_MAX_CONCURRENT_RUNS", "5", "6", func(c Config) string { return strconv.Itoa(c.Quotas.MaxConcurrentRuns) }},
+		{"KERNELD_TOKENS_PER_DAY", "1000", "1001", func(c Config) string { return strconv.FormatInt(c.Quotas.TokensPerDay, 10) }},
+	})
 }
 
 // TestLoadConfig_CORSOrigins: none by default; the file lists them, and

@@ -23,6 +23,8 @@ import (
 	"github.com/kerneld/kerneld/internal/llm/openai"
 	"github.com/kerneld/kerneld/internal/llm/scripted"
 	"github.com/kerneld/kerneld/internal/metrics"
+	"github.com/kerneld/kerneld/internal/quota"
+	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/store/memory"
 	"github.com/kerneld/kerneld/internal/store/redis"
 	"github.com/kerneld/kerneld/internal/store/sqlite"
@@ -48,6 +50,7 @@ type daemon struct {
 	handler  *httpapi.Server
 	conns    connPlan
 	repl     *replication // with the redis store
+	quotas   *quota.Limiter
 }
 
 // serve runs kerneld until ctx ends. It listens first and answers health
@@ -170,6 +173,10 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	}
 	d.db = db
 	d.streams = httpapi.NewStreams(d.log.With("system", "http"), httpapi.StreamOptions{Heartbeat: cfg.HTTP.Heartbeat})
+	if cfg.Store.Redis.Replica == "" {
+		cfg.Store.Redis.Replica = replicaName() // one name for the leases and the quota counts
+	}
+	d.quotas = newQuotas(cfg, db)
 	var repl kernel.Replication
 	if rdb, ok := db.(*redis.Store); ok {
 		if d.repl, err = replicate(ctx, rdb, d.streams, d.log.With("system", "store")); err != nil {
@@ -179,7 +186,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	}
 	d.kernel, err = kernel.New(kernel.Config{
 		Agents: d.registry, Tools: d.tools, Store: d.metrics.Store(db),
-		Limits: cfg.limits(), Retention: cfg.retention(), Replication: repl,
+		Limits: cfg.limits(), Retention: cfg.retention(), Replication: repl, Quotas: d.quotas,
 		Observers: []kernel.Observer{d.streams, d.metrics, kernel.LogObserver{Log: d.log.With("system", "kernel")}},
 		Logger:    d.log.With("system", "kernel"),
 		MCP:       mcp.Options{Logger: d.log}, // it adds system=mcp
@@ -208,9 +215,35 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, RequestTimeout: cfg.HTTP.RequestTimeout,
 		ReadTimeout: cfg.HTTP.ReadTimeout, MinBodyRate: cfg.HTTP.MinBodyRate, BodyRateGrace: cfg.HTTP.BodyRateGrace,
 		MaxStreams: d.conns.maxStreams, MaxStreamsPerTenant: cfg.HTTP.MaxStreamsPerTenant,
-		CORSOrigins: cfg.HTTP.CORSOrigins, Metrics: metrics, OpenAPI: api.OpenAPI, Version: version,
+		CORSOrigins: cfg.HTTP.CORSOrigins, Quotas: d.quotas, Metrics: metrics, OpenAPI: api.OpenAPI, Version: version,
 	})
 	return nil
+}
+
+// quotaRunsTTL is how long a replica's count of running runs stands in
+// Redis unless written again (every quotaPublishEvery): the runs of a
+// replica that stopped no longer count after it.
+const (
+	quotaRunsTTL      = 15 * time.Second
+	quotaPublishEvery = 5 * time.Second
+)
+
+// newQuotas returns the tenants' quotas, their counters in Redis with the
+// redis store (under its prefix) and in this process otherwise. It names
+// this replica, for the Redis counts, if the config does not.
+func newQuotas(cfg Config, db store) *quota.Limiter {
+	opts := quota.Options{Limits: quota.Limits(cfg.Quotas), PublishEvery: quotaPublishEvery}
+	if rdb, ok := db.(*redis.Store); ok {
+		opts.Backend = rdb.Quotas(cfg.Store.Redis.Replica, quotaRunsTTL)
+	}
+	return quota.New(opts)
+}
+
+// replicaName is this replica's name when the config gives none:
+// host-pid-random, as the kernel would pick.
+func replicaName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), session.NewMessageID()[:6])
 }
 
 // measureOwnership exposes what this replica owns: the runs it executes,
@@ -304,6 +337,7 @@ func (d *daemon) close(ctx context.Context) error {
 	if d.repl != nil {
 		errs = append(errs, d.repl.close()) // no more signals or tails
 	}
+	d.quotas.Close() // no more run counts to publish
 	if d.db != nil {
 		errs = append(errs, d.db.Close()) // 3. nothing writes any more
 	}

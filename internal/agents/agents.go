@@ -46,6 +46,9 @@ type Spec struct {
 	ApprovalTimeout time.Duration
 	// ChildAgents are the agents this one may spawn; none when empty.
 	ChildAgents []string
+	// Overrides are the model settings clients may choose per session or
+	// run; none when empty.
+	Overrides OverridePolicy
 	// Provider is built from Model by the provider's factory. It is nil
 	// exactly when the agent is Unavailable.
 	Provider llm.Provider
@@ -95,6 +98,9 @@ type Limits struct {
 // MemoryPolicy bounds the conversation history kept for the model.
 type MemoryPolicy struct {
 	MaxHistoryMessages int // default 200
+	// Compaction, when set, summarises old history instead of letting the
+	// window drop it.
+	Compaction *CompactionPolicy
 }
 
 // Tool returns the agent's reference to the named tool, if it lists it.

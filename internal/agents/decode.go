@@ -79,13 +79,35 @@ func parse(data []byte, getenv func(string) string) (Spec, error) {
 			})
 		},
 		"memory": func(p string, n *yaml.Node) error {
-			return decodeMapping(p, n, map[string]fieldFunc{"max_history_messages": value(&s.Memory.MaxHistoryMessages)})
+			return decodeMapping(p, n, map[string]fieldFunc{
+				"max_history_messages": value(&s.Memory.MaxHistoryMessages),
+				"compaction":           func(p string, n *yaml.Node) error { return decodeCompaction(p, n, &s.Memory.Compaction) },
+			})
 		},
 		"mcp_servers":      func(p string, n *yaml.Node) error { return decodeMCPServers(p, n, &s.MCPServers) },
 		"approval_timeout": duration(&s.ApprovalTimeout),
 		"child_agents":     value(&s.ChildAgents),
+		"overrides": func(p string, n *yaml.Node) error {
+			return decodeMapping(p, n, map[string]fieldFunc{
+				"models": value(&s.Overrides.Models), "reasoning_effort": value(&s.Overrides.ReasoningEffort),
+				"temperature": value(&s.Overrides.Temperature), "max_tokens": value(&s.Overrides.MaxTokens),
+			})
+		},
 	})
 	return s, err
+}
+
+// decodeCompaction decodes memory.compaction; null leaves it unset.
+func decodeCompaction(path string, n *yaml.Node, dst **CompactionPolicy) error {
+	if isNull(n) {
+		return nil
+	}
+	c := &CompactionPolicy{}
+	*dst = c
+	return decodeMapping(path, n, map[string]fieldFunc{
+		"at_tokens": value(&c.AtTokens), "at_messages": value(&c.AtMessages), "keep_last": value(&c.KeepLast),
+		"model": value(&c.Model), "prompt": value(&c.Prompt),
+	})
 }
 
 // decodeMCPServers decodes the mcp_servers list.

@@ -89,7 +89,10 @@ tools:
     require_approval: true
 max_turns: 8
 limits: {max_children: 2, max_depth: 3, run_timeout: 90s}
-memory: {max_history_messages: 50}
+memory:
+  max_history_messages: 50
+  compaction: {at_tokens: 4000, keep_last: 6, model: gpt-4o-mini, prompt: Summarise.}
+overrides: {models: [gpt-4o], reasoning_effort: true, temperature: true}
 `
 
 func TestLoad(t *testing.T) {
@@ -127,9 +130,12 @@ func TestLoad(t *testing.T) {
 		Tools:        []agents.ToolRef{{Name: "current_time"}, {Name: "memory_set", RequireApproval: true}},
 		MaxTurns:     8,
 		Limits:       agents.Limits{MaxChildren: 2, MaxDepth: 3, RunTimeout: 90 * time.Second},
-		Memory:       agents.MemoryPolicy{MaxHistoryMessages: 50},
-		File:         filepath.Join(dir, "helper.yaml"),
-		Provider:     got.Provider,
+		Memory: agents.MemoryPolicy{MaxHistoryMessages: 50, Compaction: &agents.CompactionPolicy{
+			AtTokens: 4000, KeepLast: 6, Model: "gpt-4o-mini", Prompt: "Summarise.",
+		}},
+		Overrides: agents.OverridePolicy{Models: []string{"gpt-4o"}, ReasoningEffort: true, Temperature: true},
+		File:      filepath.Join(dir, "helper.yaml"),
+		Provider:  got.Provider,
 
 		ApprovalTimeout: 10 * time.Minute,
 	}
@@ -246,6 +252,15 @@ func TestLoad_Rejects(t *testing.T) {
 		{"zero run_timeout", "name: x\n" + model + "limits: {run_timeout: 0s}\n", "limits.run_timeout: must be positive"},
 		{"bad run_timeout", "name: x\n" + model + "limits: {run_timeout: soon}\n", `limits.run_timeout: must be a duration such as 10m, got "soon"`},
 		{"zero history", "name: x\n" + model + "memory: {max_history_messages: 0}\n", "memory.max_history_messages: must be at least 1"},
+		{"empty override model", "name: x\n" + model + "overrides: {models: ['']}\n", "overrides.models[0]: must not be empty"},
+		{"duplicate override model", "name: x\n" + model + "overrides: {models: [a, a]}\n", `overrides.models[1]: duplicate model "a"`},
+		{"unknown override", "name: x\n" + model + "overrides: {provider: true}\n", "overrides.provider: unknown field"},
+		{"mistyped override", "name: x\n" + model + "overrides: {temperature: maybe}\n", "overrides.temperature: cannot unmarshal"},
+		{"compaction without threshold", "name: x\n" + model + "memory: {compaction: {keep_last: 2}}\n", "memory.compaction: set exactly one of at_tokens and at_messages"},
+		{"compaction with both thresholds", "name: x\n" + model + "memory: {compaction: {at_tokens: 9, at_messages: 9, keep_last: 2}}\n", "memory.compaction: set exactly one"},
+		{"compaction keeps nothing", "name: x\n" + model + "memory: {compaction: {at_messages: 9}}\n", "memory.compaction.keep_last: must be at least 1"},
+		{"compaction keeps all", "name: x\n" + model + "memory: {compaction: {at_messages: 4, keep_last: 4}}\n", "memory.compaction.keep_last: must be less than at_messages (4)"},
+		{"compaction unknown field", "name: x\n" + model + "memory: {compaction: {at_tokens: 9, keep_last: 2, every: 3}}\n", "memory.compaction.every: unknown field"},
 		{"limits not a mapping", "name: x\n" + model + "limits: 5\n", "limits: must be a mapping"},
 		{"duplicate key", "name: x\nname: y\n" + model, "name: defined twice (line 2)"},
 		{"syntax error", "name: x\ndescription: a: b\n", "yaml: line 2: mapping values are not allowed"},

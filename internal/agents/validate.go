@@ -108,6 +108,12 @@ func validate(s Spec, opts Options) error {
 	if err := validateChildAgents(s.ChildAgents); err != nil {
 		return err
 	}
+	if err := validateOverrides(s.Overrides); err != nil {
+		return err
+	}
+	if err := validateCompaction(s.Memory.Compaction); err != nil {
+		return err
+	}
 	return validateTools(s, opts.KnownTool)
 }
 

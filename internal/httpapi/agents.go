@@ -47,6 +47,28 @@ type agentResponse struct {
 	Available          bool                     `json:"available"`
 	UnavailableReason  *string                  `json:"unavailable_reason"`
 	MCPServers         []agentMCPServerResponse `json:"mcp_servers"`
+	Overrides          agentOverridesResponse   `json:"overrides"`
+}
+
+// agentOverridesResponse lists what a client may choose in `overrides`.
+type agentOverridesResponse struct {
+	Models          []string `json:"models"`
+	ReasoningEffort bool     `json:"reasoning_effort"`
+	Temperature     bool     `json:"temperature"`
+	MaxTokens       bool     `json:"max_tokens"`
+}
+
+// toAgentOverrides lists the models a client may pick, the agent's own
+// first, and the settings it may choose.
+func toAgentOverrides(a agents.Spec) agentOverridesResponse {
+	models := []string{a.Model.Name}
+	for _, m := range a.Overrides.Models {
+		if m != a.Model.Name {
+			models = append(models, m)
+		}
+	}
+	p := a.Overrides
+	return agentOverridesResponse{Models: models, ReasoningEffort: p.ReasoningEffort, Temperature: p.Temperature, MaxTokens: p.MaxTokens}
 }
 
 // toAgentResponse describes agent a. With startMCP, its MCP servers are
@@ -65,6 +87,7 @@ func (s *Server) toAgentResponse(ctx context.Context, a agents.Spec, startMCP bo
 		MaxHistoryMessages: a.Memory.MaxHistoryMessages,
 		Available:          a.Unavailable == "", UnavailableReason: nullable(a.Unavailable),
 		MCPServers: make([]agentMCPServerResponse, len(servers)),
+		Overrides:  toAgentOverrides(a),
 	}
 	for i, t := range tools {
 		out.Tools[i] = agentToolResponse{

@@ -37,6 +37,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	id = sess.ID // the key it is stored under
 	after, err := eventCursor(r, sess.LastSeq)
 	if err != nil {
 		return err

@@ -12,7 +12,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/kerneld/kerneld/internal/httpapi"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/store/memory"
@@ -36,7 +38,15 @@ func TestEventStream_FastRunReachesEveryReader(t *testing.T) {
 	}
 	for _, store := range []string{"memory", "sqlite"} {
 		t.Run(store, func(t *testing.T) {
-			ts := newServer(t, serverOptions{kernel: kerneltest.Options{Store: openStore(t, store)}, unchecked: true})
+			// These readers never stop reading, but on a loaded machine
+			// the race detector and the scheduler can keep one off a CPU
+			// for longer than the default bounds, which would drop a
+			// reader that is reading: the bounds here only catch a hang.
+			ts := newServer(t, serverOptions{
+				kernel:    kerneltest.Options{Store: openStore(t, store)},
+				streams:   httpapi.StreamOptions{WriteTimeout: 2 * time.Minute, MaxLag: 5 * time.Minute},
+				unchecked: true,
+			})
 			for _, tc := range cases {
 				t.Run(fmt.Sprintf("tokens=%d/readers=%d", tc.tokens, tc.readers), func(t *testing.T) {
 					fastRun(t, ts, tc.tokens, tc.readers)

@@ -137,6 +137,13 @@ func (l *streamSlots) acquire(tenant string) error {
 	return nil
 }
 
+// of returns how many streams tenant has open.
+func (l *streamSlots) of(tenant string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byTenant[tenant]
+}
+
 func (l *streamSlots) release(tenant string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

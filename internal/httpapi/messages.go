@@ -21,7 +21,17 @@ type messageResponse struct {
 	ToolCalls  []toolCallResponse `json:"tool_calls"`
 	ToolCallID *string            `json:"tool_call_id"`
 	IsError    bool               `json:"is_error"`
+	Compaction *compactionBody    `json:"compaction"`
 	CreatedAt  time.Time          `json:"created_at"`
+}
+
+// compactionBody describes a compaction entry of the history.
+type compactionBody struct {
+	FirstKeptPosition  int64  `json:"first_kept_position"`
+	TokensBefore       int64  `json:"tokens_before"`
+	TokensAfter        int64  `json:"tokens_after"`
+	MessagesSummarized int    `json:"messages_summarized"`
+	Model              string `json:"model"`
 }
 
 func toMessageResponse(m session.Message) messageResponse {
@@ -32,6 +42,12 @@ func toMessageResponse(m session.Message) messageResponse {
 	}
 	for i, c := range m.ToolCalls {
 		out.ToolCalls[i] = toolCallResponse{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+	}
+	if c := m.Compaction; c != nil {
+		out.Compaction = &compactionBody{
+			FirstKeptPosition: c.FirstKept, TokensBefore: c.TokensBefore, TokensAfter: c.TokensAfter,
+			MessagesSummarized: c.Messages, Model: c.Model,
+		}
 	}
 	return out
 }

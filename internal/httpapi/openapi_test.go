@@ -240,12 +240,14 @@ func checkProblemMembers(status int, body []byte) error {
 
 // checkStream checks an SSE body: every frame's data is an Event whose type
 // is the frame's event (and whose seq, if it states one, is the frame's id), in seq order with
-// no gap. Frames without data may carry only retry and comment lines.
+// no gap. Frames without data may carry only retry and comment lines, or
+// an id line alone (an event elided for the client, which has it).
 func (c *specChecker) checkStream(body []byte) error {
 	frames := strings.Split(string(body), "\n\n")
 	frames = frames[:len(frames)-1] // empty, or a frame cut short
 	var errs []error
 	var events []frameEvent
+	var prev int64 // the id of the last frame with one
 	for _, f := range frames {
 		fr, err := parseRawFrame(f)
 		if err != nil {
@@ -253,13 +255,16 @@ func (c *specChecker) checkStream(body []byte) error {
 			continue
 		}
 		if fr.data == "" {
+			if fr.id != 0 { // an elided event: its id alone
+				if prev != 0 && fr.id != prev+1 {
+					errs = append(errs, fmt.Errorf("frame id %d: follows id %d", fr.id, prev))
+				}
+				prev = fr.id
+			}
 			continue
 		}
-		var prev int64
-		if len(events) > 0 {
-			prev = events[len(events)-1].id
-		}
 		ev, err := checkEventFrame(fr, prev)
+		prev = fr.id
 		if err != nil {
 			errs = append(errs, fmt.Errorf("frame id %d: %w", fr.id, err))
 		}
@@ -402,7 +407,8 @@ func parseRawFrame(f string) (rawFrame, error) {
 			return fr, fmt.Errorf("frame %q: unexpected field %q", f, name)
 		}
 	}
-	if fields["id"]+fields["event"]+fields["data"] > 0 &&
+	elided := fields["id"] == 1 && fields["event"]+fields["data"]+fields["retry"] == 0 // an AG-UI client's own message content
+	if fields["id"]+fields["event"]+fields["data"] > 0 && !elided &&
 		(fields["id"] != 1 || fields["event"] != 1 || fields["data"] != 1 || fields["retry"] != 0) {
 		return fr, fmt.Errorf("frame %q: want one id, event and data line", f)
 	}
@@ -501,7 +507,8 @@ const (
 var specSession = map[string]any{
 	"id": specSessionID, "agent": "echo", "name": "", "metadata": map[string]any{},
 	"state": "active", "parent_id": nil, "root_id": specSessionID, "depth": 0, "tenant": "default",
-	"active_run_id": nil, "last_seq": 0, "ttl": nil, "expires_at": nil, "inherit": nil,
+	"active_run_id": nil, "last_seq": 0, "ttl": nil, "expires_at": nil, "inherit": nil, "overrides": map[string]any{},
+	"forked_from": nil, "closed_reason": nil,
 	"created_at": "2025-06-15T15:06:40Z", "updated_at": "2025-06-15T15:06:40Z",
 }
 

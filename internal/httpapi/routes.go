@@ -26,10 +26,15 @@ func (s *Server) routes() chi.Router {
 	r.Get("/openapi.yaml", s.handle(s.handleOpenAPI))
 	r.With(s.requireOperator).Get("/metrics", s.handle(s.handleMetrics))
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireTenant)
+		r.Use(s.requireTenant, s.limitRequests)
+		r.With(s.timeout).Get("/usage", s.handle(s.handleUsage))
 		// Streams: never under a timeout (it would cut them off).
 		r.With(s.limitStreams).Get("/sessions/{id}/events", s.handle(s.handleEvents))
 		r.With(s.limitStreams).Post("/sessions/{id}/run", s.handle(s.handleRunCreate))
+		// A summary takes as long as the model does: no request timeout.
+		r.Post("/sessions/{id}/compact", s.handle(s.handleSessionCompact))
+		r.With(s.limitStreams).Post("/run", s.handle(s.handleOneCallRun))
+		r.With(s.limitStreams).Post("/agents/{name}/agui", s.handle(s.handleAGUIRun))
 		r.Group(func(r chi.Router) {
 			r.Use(s.timeout)
 			r.Get("/agents", s.handle(s.handleAgentList))
@@ -39,6 +44,9 @@ func (s *Server) routes() chi.Router {
 			r.Get("/sessions/{id}", s.handle(s.handleSessionGet))
 			r.Patch("/sessions/{id}", s.handle(s.handleSessionUpdate))
 			r.Delete("/sessions/{id}", s.handle(s.handleSessionDelete))
+			r.Post("/sessions/{id}/close", s.handle(s.handleSessionClose))
+			r.Post("/sessions/{id}/fork", s.handle(s.handleSessionFork))
+			r.Post("/sessions/{id}/runs/{run_id}/regenerate", s.handle(s.handleRunRegenerate))
 			r.Get("/sessions/{id}/children", s.handle(sessionList(s.kernel.Children, toSessionResponse)))
 			r.Get("/sessions/{id}/runs", s.handle(sessionList(s.kernel.ListRuns, toRunResponse)))
 			r.Get("/sessions/{id}/runs/{run_id}", s.handle(s.handleRunGet))

@@ -1,10 +1,10 @@
 package httpapi
 
 import (
+	"cmp"
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/kernel"
@@ -12,8 +12,9 @@ import (
 )
 
 type createRunRequest struct {
-	Input  string `json:"input"`
-	IfBusy string `json:"if_busy"`
+	Input     string         `json:"input"`
+	IfBusy    string         `json:"if_busy"`
+	Overrides *overridesBody `json:"overrides"`
 }
 
 // Validate checks shape only; busy policies and bounds are the kernel's.
@@ -43,6 +44,8 @@ type runResponse struct {
 	IfBusy         *string           `json:"if_busy"`
 	SteeredInto    *string           `json:"steered_into"`
 	Model          *string           `json:"model"`
+	Overrides      overridesBody     `json:"overrides"`
+	Kind           string            `json:"kind"`
 	CreatedAt      time.Time         `json:"created_at"`
 	StartedAt      *time.Time        `json:"started_at"`
 	EndedAt        *time.Time        `json:"ended_at"`
@@ -54,9 +57,10 @@ type runResponse struct {
 
 func toRunResponse(r session.Run) runResponse {
 	out := runResponse{
-		ID: r.ID, SessionID: r.SessionID, State: r.State, Input: r.Input,
+		ID: r.ID, SessionID: session.PublicID(r.SessionID), State: r.State, Input: r.Input,
 		IdempotencyKey: nullable(r.IdempotencyKey), IfBusy: nullable(r.IfBusy), SteeredInto: nullable(r.SteeredInto),
-		Model: nullable(r.Model), CreatedAt: r.CreatedAt.UTC(),
+		Model: nullable(r.Model), Overrides: toOverridesBody(r.Overrides), Kind: cmp.Or(r.Kind, "input"),
+		CreatedAt: r.CreatedAt.UTC(),
 		StartedAt: nullableTime(r.StartedAt), EndedAt: nullableTime(r.EndedAt),
 		Usage:    usageResponse{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens},
 		StartSeq: nullableSeq(r.StartSeq), EndSeq: nullableSeq(r.EndSeq),
@@ -75,18 +79,28 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	key := r.Header.Get("Idempotency-Key")
-	if !utf8.ValidString(key) {
-		return errdefs.Invalid("Idempotency-Key", "is not valid UTF-8")
-	}
-	id := r.PathValue("id")
-	run, replayed, err := s.kernel.Run(r.Context(), id, kernel.RunRequest{
-		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key,
-	})
+	key, err := idempotencyKey(r)
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Location", "/sessions/"+id+"/runs/"+run.ID)
+	return s.startRun(w, r, r.PathValue("id"), kernel.RunRequest{
+		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key, Overrides: req.Overrides.toOverrides(),
+	})
+}
+
+// startRun starts req on session id and answers as "POST
+// /sessions/{id}/run" does: 202 with the run, or its events inline.
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request, id string, req kernel.RunRequest) error {
+	admitted, err := s.opts.Quotas.StartRun(r.Context(), kernel.TenantFrom(r.Context()))
+	if err != nil {
+		return err
+	}
+	run, replayed, err := s.kernel.Run(r.Context(), id, req)
+	admitted(err == nil && !replayed)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/sessions/"+session.PublicID(run.SessionID)+"/runs/"+run.ID)
 	if replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}

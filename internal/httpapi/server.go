@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/quota"
 )
 
 // Options configure a Server. Zero values take the defaults noted.
@@ -39,9 +40,11 @@ type Options struct {
 	// its streams: scheme://host[:port], or "*" for any origin without
 	// credentials. Empty allows none (see ValidateCORSOrigins).
 	CORSOrigins []string
-	Metrics     http.Handler // served at /metrics; nil answers 404
-	OpenAPI     []byte       // served at /openapi.yaml
-	Version     string
+	// Quotas applies the tenants' quotas and rate limits; nil applies none.
+	Quotas  *quota.Limiter
+	Metrics http.Handler // served at /metrics; nil answers 404
+	OpenAPI []byte       // served at /openapi.yaml
+	Version string
 }
 
 // DefaultTenant is the tenant of every caller when no API keys are set.

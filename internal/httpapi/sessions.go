@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/kernel"
@@ -13,13 +14,15 @@ import (
 )
 
 type createSessionRequest struct {
-	Agent    string                     `json:"agent"`
-	Name     string                     `json:"name"`
-	Metadata map[string]string          `json:"metadata"`
-	ParentID string                     `json:"parent_id"`
-	Memory   map[string]json.RawMessage `json:"memory"`
-	TTL      string                     `json:"ttl"`
-	Inherit  *inheritBody               `json:"inherit"`
+	ID        *string                    `json:"id"`
+	Agent     string                     `json:"agent"`
+	Name      string                     `json:"name"`
+	Metadata  map[string]string          `json:"metadata"`
+	ParentID  string                     `json:"parent_id"`
+	Memory    map[string]json.RawMessage `json:"memory"`
+	TTL       string                     `json:"ttl"`
+	Inherit   *inheritBody               `json:"inherit"`
+	Overrides *overridesBody             `json:"overrides"`
 }
 
 // inheritBody says what a child session inherits from its parent.
@@ -31,6 +34,9 @@ type inheritBody struct {
 func (req createSessionRequest) Validate() error {
 	if req.Agent == "" {
 		return errdefs.Invalid("agent", "required")
+	}
+	if req.ID != nil && !session.ValidClientID(*req.ID) {
+		return errdefs.Invalid("id", "must be 1 to 128 characters of [A-Za-z0-9._:-]")
 	}
 	if _, err := req.ttl(); err != nil {
 		return err
@@ -53,28 +59,33 @@ func (req createSessionRequest) ttl() (time.Duration, error) {
 type updateSessionRequest struct {
 	Name     *string            `json:"name"`
 	Metadata map[string]*string `json:"metadata"`
+	// Overrides replace the session's; {} clears them.
+	Overrides *overridesBody `json:"overrides"`
 }
 
 // Validate implements validator; bounds are the kernel's.
 func (req updateSessionRequest) Validate() error { return nil }
 
 type sessionResponse struct {
-	ID          string            `json:"id"`
-	Agent       string            `json:"agent"`
-	Name        *string           `json:"name"`
-	Metadata    map[string]string `json:"metadata"`
-	State       session.State     `json:"state"`
-	ParentID    *string           `json:"parent_id"`
-	RootID      string            `json:"root_id"`
-	Depth       int               `json:"depth"`
-	Tenant      string            `json:"tenant"`
-	ActiveRunID *string           `json:"active_run_id"`
-	LastSeq     int64             `json:"last_seq"`
-	TTL         *string           `json:"ttl"`
-	ExpiresAt   *time.Time        `json:"expires_at"`
-	Inherit     *inheritBody      `json:"inherit"`
-	CreatedAt   time.Time         `json:"created_at"`
-	UpdatedAt   time.Time         `json:"updated_at"`
+	ID           string              `json:"id"`
+	Agent        string              `json:"agent"`
+	Name         *string             `json:"name"`
+	Metadata     map[string]string   `json:"metadata"`
+	State        session.State       `json:"state"`
+	ParentID     *string             `json:"parent_id"`
+	RootID       string              `json:"root_id"`
+	Depth        int                 `json:"depth"`
+	Tenant       string              `json:"tenant"`
+	ActiveRunID  *string             `json:"active_run_id"`
+	LastSeq      int64               `json:"last_seq"`
+	TTL          *string             `json:"ttl"`
+	ExpiresAt    *time.Time          `json:"expires_at"`
+	Inherit      *inheritBody        `json:"inherit"`
+	ForkedFrom   *forkedFromResponse `json:"forked_from"`
+	ClosedReason *string             `json:"closed_reason"`
+	Overrides    overridesBody       `json:"overrides"`
+	CreatedAt    time.Time           `json:"created_at"`
+	UpdatedAt    time.Time           `json:"updated_at"`
 }
 
 func toSessionResponse(s session.Session) sessionResponse {
@@ -90,12 +101,17 @@ func toSessionResponse(s session.Session) sessionResponse {
 	if s.InheritMemory != "" {
 		inherit = &inheritBody{Memory: s.InheritMemory}
 	}
-	return sessionResponse{
-		ID: s.ID, Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State,
-		ParentID: nullable(s.ParentID), RootID: s.RootID, Depth: s.Depth, Tenant: s.Tenant,
+	out := sessionResponse{
+		ID: session.PublicID(s.ID), Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State,
+		ParentID: nullable(session.PublicID(s.ParentID)), RootID: session.PublicID(s.RootID), Depth: s.Depth, Tenant: s.Tenant,
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
+		ClosedReason: nullable(s.ClosedReason), Overrides: toOverridesBody(s.Overrides),
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
+	if s.ForkedFrom != "" {
+		out.ForkedFrom = &forkedFromResponse{SessionID: session.PublicID(s.ForkedFrom), MessagePosition: s.ForkPosition}
+	}
+	return out
 }
 
 // listResponse is one page of a list.
@@ -118,19 +134,43 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
 	ttl, _ := req.ttl() // Validate checked it
 	create := kernel.CreateSession{
 		Agent: req.Agent, Name: req.Name, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
+		Overrides: req.Overrides.toOverrides(), ID: deref(req.ID), IdempotencyKey: key,
 	}
 	if req.Inherit != nil {
 		create.InheritMemory = req.Inherit.Memory
 	}
-	sess, err := s.kernel.CreateSession(r.Context(), create)
+	if err := s.allowSession(r.Context()); err != nil {
+		return err
+	}
+	sess, created, err := s.kernel.EnsureSession(r.Context(), create)
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Location", "/sessions/"+sess.ID)
+	w.Header().Set("Location", "/sessions/"+session.PublicID(sess.ID))
+	if !created {
+		// A retry, or a client making sure its session exists: as it is.
+		if req.ID == nil {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+		return writeJSON(w, http.StatusOK, toSessionResponse(sess))
+	}
 	return writeJSON(w, http.StatusCreated, toSessionResponse(sess))
+}
+
+// idempotencyKey reads the request's Idempotency-Key header; "" if none.
+func idempotencyKey(r *http.Request) (string, error) {
+	key := r.Header.Get("Idempotency-Key")
+	if !utf8.ValidString(key) {
+		return "", errdefs.Invalid("Idempotency-Key", "is not valid UTF-8")
+	}
+	return key, nil
 }
 
 // handleSessionList handles "GET /sessions".
@@ -141,7 +181,8 @@ func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) error
 	}
 	q := r.URL.Query()
 	p, err := s.kernel.ListSessions(r.Context(), kernel.ListSessions{
-		Agent: q.Get("agent"), State: session.State(q.Get("state")), ParentID: q.Get("parent_id"), Page: page,
+		Agent: q.Get("agent"), State: session.State(q.Get("state")), ParentID: q.Get("parent_id"),
+		ForkedFrom: q.Get("forked_from"), Page: page,
 	})
 	if err != nil {
 		return err
@@ -164,7 +205,9 @@ func (s *Server) handleSessionUpdate(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	sess, err := s.kernel.UpdateSession(r.Context(), r.PathValue("id"), kernel.SessionUpdate{Name: req.Name, Metadata: req.Metadata})
+	sess, err := s.kernel.UpdateSession(r.Context(), r.PathValue("id"), kernel.SessionUpdate{
+		Name: req.Name, Metadata: req.Metadata, Overrides: req.Overrides.toOverrides(),
+	})
 	if err != nil {
 		return err
 	}
@@ -233,4 +276,12 @@ func nullable(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// deref returns *p, or "" for nil.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

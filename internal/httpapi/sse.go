@@ -16,6 +16,12 @@ type streamRequest struct {
 	sessionID string
 	after     int64  // deliver events with seq > after
 	runID     string // only this run's events; the stream ends after its end
+	// quiet, when set, is `"messageId":"<id>"` of a message the client
+	// has already (an AG-UI client's own input): its content frames go as
+	// their id line alone, which SSE clients do not dispatch. AG-UI
+	// clients append content to the message they hold, so sending it
+	// again would double it; the id keeps Last-Event-ID and the seqs whole.
+	quiet []byte
 	// snapshot starts the stream with a MESSAGES_SNAPSHOT instead of at
 	// after (see takeSnapshot).
 	snapshot bool
@@ -148,7 +154,10 @@ func (st *stream) step(ctx context.Context) (more, done bool, drop dropReason) {
 	st.buf = st.buf[:0]
 	for _, fr := range r.frames {
 		send, last := st.admit(fr.runID, fr.typ, fr.b)
-		if send {
+		switch {
+		case send && st.elides(fr.typ, fr.b):
+			st.buf = appendIDFrame(st.buf, fr.seq)
+		case send:
 			st.buf = append(st.buf, fr.b...)
 		}
 		st.sent = fr.seq
@@ -187,8 +196,11 @@ func (st *stream) fromLog(ctx context.Context, initial bool) (more, done bool, d
 		frameStart := len(st.buf)
 		st.buf = appendEventFrame(st.buf, ev)
 		send, last := st.admit(ev.RunID, ev.Type, st.buf[frameStart:])
-		if !send {
+		switch {
+		case !send:
 			st.buf = st.buf[:frameStart]
+		case st.elides(ev.Type, st.buf[frameStart:]):
+			st.buf = appendIDFrame(st.buf[:frameStart], ev.Seq)
 		}
 		st.buf = st.appendSnapshot(st.buf, ev.Seq)
 		st.sent = ev.Seq
@@ -238,6 +250,20 @@ func (st *stream) admit(runID string, typ session.EventType, frame []byte) (send
 		return true, typ.Ends()
 	}
 	return false, typ == session.EventCustom && cancelsQueuedRun(frame, st.req.runID)
+}
+
+// elides reports whether frame, one of the stream's, is the content of
+// the message the client has already (see streamRequest.quiet).
+func (st *stream) elides(typ session.EventType, frame []byte) bool {
+	return st.req.quiet != nil && typ == session.EventTextMessageContent && bytes.Contains(frame, st.req.quiet)
+}
+
+// appendIDFrame appends a frame of the id line alone: it moves a client's
+// Last-Event-ID to seq and dispatches no event.
+func appendIDFrame(dst []byte, seq int64) []byte {
+	dst = append(dst, "id: "...)
+	dst = strconv.AppendInt(dst, seq, 10)
+	return append(dst, "\n\n"...)
 }
 
 // cancelsQueuedRun reports whether frame is the notice that runID was

@@ -55,10 +55,13 @@ var errSuspended = errors.New("run suspended while waiting for approval")
 // and while a run suspended by a shutdown waits for a replica to resume it.
 // Deciding twice, or on a run that has ended, is a conflict.
 func (k *Kernel) Decide(ctx context.Context, sessionID, runID, toolCallID string, approve bool, reason string) (Approval, error) {
-	if _, err := k.GetRun(ctx, sessionID, runID); err != nil {
+	got, err := k.GetRun(ctx, sessionID, runID)
+	if err != nil {
 		return Approval{}, err
 	}
-	a, err := k.approval(ctx, sessionID, runID, toolCallID) // only a logged request can be decided
+	sessionID = got.SessionID // the key it is stored under
+	// Only a logged request can be decided.
+	a, err := k.approval(ctx, sessionID, runID, toolCallID)
 	if err != nil {
 		return Approval{}, err
 	}

@@ -23,7 +23,7 @@ func (k *Kernel) whileBusy(ctx context.Context, s session.Session, busy string, 
 		return k.post(ctx, s, req, req.IfBusy)
 	}
 	return session.Run{}, false, errdefs.New(errdefs.ErrConflict, "session_busy",
-		"session %s is running %s", s.ID, busy).With("active_run_id", busy)
+		"session %s is running %s", session.PublicID(s.ID), busy).With("active_run_id", busy)
 }
 
 // queuedNotice is the CUSTOM event announcing a queued run. It is logged

@@ -30,13 +30,17 @@ var (
 // the end its goroutine records.
 type activeRun struct {
 	run    session.Run // as it started; the run goroutine keeps its own copy
+	tenant string      // the session's, whose quotas the run counts against
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed once the run has ended and been recorded
 	// ending is set just before the run emits its terminal event: from
 	// then on a steer can no longer join it.
 	ending atomic.Bool
-	events *eventWriter
+	// unrecorded is set once the run has stopped but the store refused its
+	// end: it waits for the store (see runner.repair).
+	unrecorded atomic.Bool
+	events     *eventWriter
 	// resuming marks a run that waited for approvals when its previous
 	// owner stopped: it picks up its last turn from the log.
 	resuming bool
@@ -50,9 +54,9 @@ type activeRun struct {
 
 // newActiveRun returns the record of run, whose context stops with the
 // session's (a shutdown, a lost lease).
-func newActiveRun(h *held, run session.Run) *activeRun {
+func newActiveRun(h *held, s session.Session, run session.Run) *activeRun {
 	ctx, cancel := context.WithCancelCause(h.ctx)
-	return &activeRun{run: run, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	return &activeRun{run: run, tenant: s.Tenant, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
 // current returns the session's active run, or nil.
@@ -199,7 +203,7 @@ func (k *Kernel) startQueued(h *held, run session.Run) bool {
 		return false
 	}
 	run.Model = k.modelOf(spec, s, run)
-	ar := newActiveRun(h, run)
+	ar := newActiveRun(h, s, run)
 	logged, startErr := k.start(ctx, h, s, &ar.run)
 	if !logged {
 		if !errors.Is(startErr, session.ErrStale) {
@@ -221,9 +225,11 @@ func (k *Kernel) launch(h *held, ar *activeRun, spec agents.Spec, startErr error
 	h.active = ar
 	h.mu.Unlock()
 	k.changes.notify(h.id)
+	k.quotas.RunStarted(ar.tenant)
 	k.wg.Go(func() {
 		defer close(ar.done)
 		defer ar.cancel(nil)
+		defer k.quotas.RunEnded(ar.tenant)
 		run := ar.run
 		k.execute(h, ar, &run, spec, startErr)
 	})

@@ -17,9 +17,11 @@ const MaxEventPage = 1000
 // Events returns up to limit events of a session with seq > after, in seq
 // order. A limit outside 1..MaxEventPage means MaxEventPage.
 func (k *Kernel) Events(ctx context.Context, sessionID string, after int64, limit int) ([]session.Event, error) {
-	if _, err := k.GetSession(ctx, sessionID); err != nil {
+	s, err := k.GetSession(ctx, sessionID)
+	if err != nil {
 		return nil, err
 	}
+	sessionID = s.ID // the key it is stored under
 	if after < 0 {
 		return nil, errdefs.Invalid("after", "must not be negative")
 	}
@@ -35,9 +37,11 @@ func (k *Kernel) Events(ctx context.Context, sessionID string, after int64, limi
 
 // Messages returns a page of a session's conversation history, oldest first.
 func (k *Kernel) Messages(ctx context.Context, sessionID string, page PageRequest) (Page[session.Message], error) {
-	if _, err := k.GetSession(ctx, sessionID); err != nil {
+	s, err := k.GetSession(ctx, sessionID)
+	if err != nil {
 		return Page[session.Message]{}, err
 	}
+	sessionID = s.ID // the key it is stored under
 	limit, err := page.size()
 	if err != nil {
 		return Page[session.Message]{}, err

@@ -110,6 +110,8 @@ type Config struct {
 	// Replication configures a kernel that shares Store with other
 	// replicas; the zero value is one process alone.
 	Replication Replication
+	// Quotas counts the tenants' runs and model tokens; nil counts none.
+	Quotas Quotas
 }
 
 // Kernel owns the runs of the sessions this replica holds and the
@@ -125,6 +127,7 @@ type Kernel struct {
 	retention Retention
 	repl      Replication
 	mcp       *mcp.Manager // the agents' MCP servers, shared by every run
+	quotas    Quotas
 
 	ctx    context.Context // parent of every run; cancelled by Close
 	cancel context.CancelFunc
@@ -157,6 +160,10 @@ func New(cfg Config) (*Kernel, error) {
 		repl:      cfg.Replication.withDefaults(),
 		lockSeed:  maphash.MakeSeed(),
 		changes:   newChanges(),
+		quotas:    cfg.Quotas,
+	}
+	if k.quotas == nil {
+		k.quotas = noQuotas{}
 	}
 	if k.log == nil {
 		k.log = slog.New(slog.DiscardHandler)

@@ -46,7 +46,17 @@ type runner struct {
 	spec    agents.Spec
 	log     *slog.Logger
 	history []llm.Message // what the model sees, grown as the run goes
-	tools   []llm.Tool
+	// positions are the history's positions in the session, one per
+	// message of history.
+	positions []int64
+	// summary is the latest compaction's summary, which the model sees
+	// before history; "" when the session was never compacted.
+	summary string
+	// compactFailed stops a run whose summary failed from asking again.
+	compactFailed bool
+	settings      modelSettings
+	byModel       []session.ModelUsage // usage per model, in order of first call
+	tools         []llm.Tool
 	// mcpTools are the tools of the agent's MCP servers this run may call,
 	// by the name the model sees.
 	mcpTools map[string]tools.Tool
@@ -113,6 +123,9 @@ func (r *runner) safeLoop(ctx context.Context) (err error) {
 }
 
 func (r *runner) loop(ctx context.Context) error {
+	if r.run.Kind == session.RunKindCompaction {
+		return r.compactOnDemand(ctx)
+	}
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
@@ -123,6 +136,10 @@ func (r *runner) loop(ctx context.Context) error {
 			return err
 		}
 		first = n
+	}
+	// A run that waited in a queue may find its tenant's budget spent.
+	if err := r.chargeTokens(ctx, 0); err != nil {
+		return err
 	}
 	for n := first; n < r.spec.MaxTurns; n++ {
 		// Tool results can win the race with a stop: the stop must end
@@ -150,6 +167,9 @@ func (r *runner) modelTurn(ctx context.Context, n int) ([]session.ToolCall, erro
 	if err := r.foldSteers(); err != nil {
 		return nil, err
 	}
+	if err := r.maybeCompact(ctx); err != nil {
+		return nil, err
+	}
 	req, err := r.request(ctx, n)
 	if err != nil {
 		return nil, err
@@ -167,13 +187,18 @@ func (r *runner) modelTurn(ctx context.Context, n int) ([]session.ToolCall, erro
 	if err := r.emit(r.turn.close()...); err != nil {
 		return nil, err
 	}
-	r.usage = r.usage.Add(session.Usage{InputTokens: r.turn.usage.InputTokens, OutputTokens: r.turn.usage.OutputTokens})
+	r.addUsage(req.Model, r.turn.usage)
 	msg, ok := r.turn.message()
+	spent := r.turn.usage.InputTokens + r.turn.usage.OutputTokens
 	r.turn = nil
-	if !ok {
-		return nil, nil
+	if ok {
+		if err := r.record(msg); err != nil {
+			return nil, err
+		}
 	}
-	if err := r.record(msg); err != nil {
+	// The turn is recorded whole; a spent budget stops the run before its
+	// tools or its next model call.
+	if err := r.chargeTokens(ctx, spent); err != nil {
 		return nil, err
 	}
 	return msg.ToolCalls, nil
@@ -245,6 +270,7 @@ func (r *runner) record(msgs ...session.Message) error {
 	}
 	for _, m := range msgs {
 		r.history = append(r.history, toLLM(m))
+		r.positions = append(r.positions, m.Position)
 		if m.Role == session.RoleAssistant {
 			r.pending = append(r.pending, m.ToolCalls...)
 		}
@@ -274,10 +300,10 @@ type ending struct {
 func (r *runner) endingFor(err error) ending {
 	sid, rid, u := r.run.SessionID, r.run.ID, r.usage
 	finished := func(o session.Outcome, reason string, rs session.RunState) ending {
-		return ending{session.RunFinished(sid, rid, o, reason, u), rs, session.StateCompleted, nil}
+		return ending{session.RunFinished(sid, rid, o, reason, u, r.byModel...), rs, session.StateCompleted, nil}
 	}
 	failed := func(code, msg string, rs session.RunState) ending {
-		return ending{session.RunErrored(code, msg, u), rs, session.StateError, &session.RunError{Code: code, Message: msg}}
+		return ending{session.RunErrored(code, msg, u, r.byModel...), rs, session.StateError, &session.RunError{Code: code, Message: msg}}
 	}
 	switch {
 	case err == nil:
@@ -292,6 +318,9 @@ func (r *runner) endingFor(err error) ending {
 		return failed(session.ErrorCodeTimeout, fmt.Sprintf("the run exceeded its run_timeout of %s", runTimeout(r.spec.Limits.RunTimeout)), session.RunFailed)
 	case errors.Is(err, errMaxTurns):
 		return failed(session.ErrorCodeMaxTurns, fmt.Sprintf("the run reached max_turns (%d model calls)", r.spec.MaxTurns), session.RunFailed)
+	}
+	if code, msg, ok := quotaEnding(err); ok {
+		return failed(code, msg, session.RunFailed)
 	}
 	if me, ok := errors.AsType[*modelError](err); ok {
 		return failed(session.ErrorCodeModel, me.Error(), session.RunFailed)
@@ -350,6 +379,7 @@ const (
 // kernel closes (its next start does).
 func (r *runner) repair() {
 	r.log.Error("the store failed mid-run: the run ends interrupted once the store answers again")
+	r.k.awaitingStore(r.h, r.ar)
 	wait := firstRepairWait
 	for {
 		err := r.repairOnce()
@@ -410,7 +440,7 @@ func (r *runner) closeOpen() ([]session.Event, []session.Message) {
 	var msgs []session.Message
 	if r.turn != nil {
 		evs = r.turn.close()
-		r.usage = r.usage.Add(session.Usage{InputTokens: r.turn.usage.InputTokens, OutputTokens: r.turn.usage.OutputTokens})
+		r.addUsage(r.settings.Model, r.turn.usage)
 		if m, ok := r.turn.message(); ok {
 			msgs = append(msgs, m)
 			r.pending = append(r.pending, m.ToolCalls...)

@@ -17,9 +17,11 @@ var memoryKey = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,128}$`)
 
 // GetMemory returns one entry of a session's memory.
 func (k *Kernel) GetMemory(ctx context.Context, sessionID, key string) (session.MemoryEntry, error) {
-	if _, err := k.GetSession(ctx, sessionID); err != nil {
+	s, err := k.GetSession(ctx, sessionID)
+	if err != nil {
 		return session.MemoryEntry{}, err
 	}
+	sessionID = s.ID // the key it is stored under
 	return k.getMemory(ctx, sessionID, key)
 }
 
@@ -39,9 +41,11 @@ func (k *Kernel) getMemory(ctx context.Context, sessionID, key string) (session.
 
 // ListMemory returns all entries of a session's memory, sorted by key.
 func (k *Kernel) ListMemory(ctx context.Context, sessionID string) ([]session.MemoryEntry, error) {
-	if _, err := k.GetSession(ctx, sessionID); err != nil {
+	s, err := k.GetSession(ctx, sessionID)
+	if err != nil {
 		return nil, err
 	}
+	sessionID = s.ID // the key it is stored under
 	entries, err := k.store.ListMemory(ctx, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("list memory: %w", err)
@@ -56,9 +60,9 @@ func (k *Kernel) PutMemory(ctx context.Context, sessionID, key string, value jso
 		return session.MemoryEntry{}, err
 	}
 	if s.State == session.StateClosed {
-		return session.MemoryEntry{}, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", s.ID)
+		return session.MemoryEntry{}, sessionClosed(s.ID)
 	}
-	return k.putMemory(ctx, sessionID, key, value)
+	return k.putMemory(ctx, s.ID, key, value)
 }
 
 func (k *Kernel) putMemory(ctx context.Context, sessionID, key string, value json.RawMessage) (session.MemoryEntry, error) {
@@ -79,13 +83,18 @@ func (k *Kernel) putMemory(ctx context.Context, sessionID, key string, value jso
 
 // DeleteMemory removes one entry of a session's memory.
 func (k *Kernel) DeleteMemory(ctx context.Context, sessionID, key string) error {
-	if _, err := k.GetSession(ctx, sessionID); err != nil {
+	s, err := k.GetSession(ctx, sessionID)
+	if err != nil {
 		return err
+	}
+	sessionID = s.ID // the key it is stored under
+	if s.State == session.StateClosed {
+		return sessionClosed(s.ID)
 	}
 	if err := checkMemoryKey(key); err != nil {
 		return err
 	}
-	err := k.store.DeleteMemory(ctx, sessionID, key)
+	err = k.store.DeleteMemory(ctx, sessionID, key)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return session.MemoryKeyNotFound(key)
 	}

@@ -51,6 +51,15 @@ func (s *renewalStore) RenewLease(ctx context.Context, id string, token int64, t
 	return s.Store.RenewLease(ctx, id, token, ttl)
 }
 
+// AcquireLease fails as well while renewals do: a replica cut off from
+// Redis can take no lease, so it cannot take back the session it lost.
+func (s *renewalStore) AcquireLease(ctx context.Context, id, holder string, ttl time.Duration) (int64, error) {
+	if s.failRenewals.Load() {
+		return 0, errUnreachable
+	}
+	return s.Store.AcquireLease(ctx, id, holder, ttl)
+}
+
 // replica is one of the kernels of replicasOn.
 type replica struct {
 	*kerneltest.Kernel

@@ -10,16 +10,11 @@ import (
 	"github.com/kerneld/kerneld/internal/tools"
 )
 
-// prepare loads what every model call of the run needs: the history
-// window and the agent's tool definitions.
+// prepare loads what every model call of the run needs: the model
+// settings, the history window and the agent's tool definitions.
 func (r *runner) prepare(ctx context.Context) error {
-	msgs, err := r.k.store.RecentMessages(ctx, r.run.SessionID, r.spec.Memory.MaxHistoryMessages)
-	if err != nil {
-		return fmt.Errorf("load history: %w", err)
-	}
-	r.history = make([]llm.Message, 0, len(msgs)+8)
-	for _, m := range msgs {
-		r.history = append(r.history, toLLM(m))
+	if err := r.loadHistory(ctx); err != nil {
+		return err
 	}
 	for _, ref := range r.spec.Tools {
 		t, ok := r.k.tool(r, ref.Name)
@@ -40,16 +35,17 @@ func (r *runner) request(ctx context.Context, n int) (llm.Request, error) {
 	if err != nil {
 		return llm.Request{}, fmt.Errorf("load memory: %w", err)
 	}
-	r.history = window(r.history, r.spec.Memory.MaxHistoryMessages)
+	r.cutWindow()
 	return llm.Request{
-		Model:       r.spec.Model.Name,
-		System:      systemPrompt(r.spec.SystemPrompt, mem),
-		Messages:    r.history,
-		Tools:       r.tools,
-		Temperature: r.spec.Model.Temperature,
-		MaxTokens:   r.spec.Model.MaxTokens,
-		RunInput:    r.run.Input,
-		Turn:        n,
+		Model:           r.settings.Model,
+		System:          withContext(systemPrompt(r.spec.SystemPrompt, mem), r.run.Context),
+		Messages:        r.modelView(),
+		Tools:           r.tools,
+		Temperature:     r.settings.Temperature,
+		MaxTokens:       r.settings.MaxTokens,
+		ReasoningEffort: r.settings.ReasoningEffort,
+		RunInput:        r.run.Input,
+		Turn:            n,
 	}, nil
 }
 
@@ -75,17 +71,28 @@ func window(msgs []llm.Message, max int) []llm.Message {
 // systemPrompt appends the session's memory to the agent's prompt: memory
 // is context injected into every run.
 func systemPrompt(base string, mem []session.MemoryEntry) string {
-	if len(mem) == 0 {
+	lines := make([]string, len(mem))
+	for i, e := range mem {
+		lines[i] = fmt.Sprintf("%s: %s", e.Key, e.Value)
+	}
+	return withSection(base, "Session memory (JSON values kept across runs; change them with memory_set):", lines)
+}
+
+// withSection appends a heading and a list of lines to a system prompt;
+// without lines it returns the prompt as it is.
+func withSection(base, heading string, lines []string) string {
+	if len(lines) == 0 {
 		return base
 	}
 	var b strings.Builder
-	b.WriteString(base)
-	if base != "" {
-		b.WriteString("\n\n")
+	if base = strings.TrimRight(base, "\n"); base != "" {
+		b.WriteString(base)
+		b.WriteString("\n\n") // one blank line between sections
 	}
-	b.WriteString("Session memory (JSON values kept across runs; change them with memory_set):\n")
-	for _, e := range mem {
-		fmt.Fprintf(&b, "- %s: %s\n", e.Key, e.Value)
+	b.WriteString(heading)
+	b.WriteString("\n")
+	for _, l := range lines {
+		fmt.Fprintf(&b, "- %s\n", l)
 	}
 	return b.String()
 }
@@ -97,4 +104,14 @@ func toLLM(m session.Message) llm.Message {
 		out.ToolCalls = append(out.ToolCalls, llm.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
 	return out
+}
+
+// withContext appends the context a client gave the run to its system
+// prompt, one entry a line.
+func withContext(system string, entries []session.ContextEntry) string {
+	lines := make([]string, len(entries))
+	for i, e := range entries {
+		lines[i] = e.Description + ": " + e.Value
+	}
+	return withSection(system, "Context from the client for this run:", lines)
 }

@@ -42,7 +42,7 @@ func (k *Kernel) resumeWaiting(h *held, run session.Run) error {
 	if err != nil {
 		return err
 	}
-	ar := newActiveRun(h, run)
+	ar := newActiveRun(h, s, run)
 	ar.resuming = true
 	ar.awaiting, ar.decisions = pending, make(chan decision, len(pending))
 	k.launch(h, ar, spec, startErr)

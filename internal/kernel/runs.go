@@ -1,7 +1,9 @@
 package kernel
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -30,6 +32,33 @@ type RunRequest struct {
 	Input          string
 	IfBusy         BusyPolicy // "" means BusyReject
 	IdempotencyKey string
+	// Overrides are model settings for this run alone, within what the
+	// agent allows.
+	Overrides *session.Overrides
+	kind      string // session.RunKindCompaction for Compact's run, which has no input
+	// ID is the run's id when the client chose it (AG-UI runId); "" lets
+	// kerneld choose.
+	ID string
+	// AGUI holds what an AG-UI client adds to a run; see session.RunExt.
+	AGUI AGUIRun
+}
+
+// AGUIRun is what an AG-UI RunAgentInput adds to a run.
+type AGUIRun struct {
+	UserMessageID string
+	Context       []session.ContextEntry
+	AgentState    json.RawMessage
+}
+
+// newRun returns the record of a new run of session sessionID for req.
+func (k *Kernel) newRun(sessionID string, req RunRequest, state session.RunState) session.Run {
+	run := session.Run{
+		ID: cmp.Or(req.ID, session.NewID()), SessionID: sessionID, State: state, Input: req.Input,
+		IdempotencyKey: req.IdempotencyKey, CreatedAt: k.now(),
+	}
+	run.UserMessageID, run.Context, run.AgentState = req.AGUI.UserMessageID, req.AGUI.Context, req.AGUI.AgentState
+	run.Overrides, run.Kind = req.Overrides.Clone(), req.kind
+	return run
 }
 
 // Run accepts input for a session and starts a run: it persists the run
@@ -47,6 +76,9 @@ func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (ses
 	}
 	spec, err := k.runnableAgent(s.Agent)
 	if err != nil {
+		return session.Run{}, false, err
+	}
+	if err := checkOverrides(spec, req.Overrides); err != nil {
 		return session.Run{}, false, err
 	}
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
@@ -96,11 +128,21 @@ type runEndingError struct{ runID string }
 func (e *runEndingError) Error() string { return "run " + e.runID + " is ending" }
 
 // ending reports whether run runID of session s has logged its terminal
-// event, though its record does not say it ended yet.
+// event, though its record did not say it ended when the caller read it.
+// A run no longer active here may have recorded its end since that read:
+// then it counts as ending if nothing else keeps the session busy (a
+// queued run the driver is about to start does).
 func (k *Kernel) ending(ctx context.Context, s session.Session, runID string) bool {
 	if h := k.owner.get(s.ID); h != nil {
-		ar := h.current()
-		return ar != nil && ar.run.ID == runID && ar.ending.Load()
+		if ar := h.current(); ar != nil && ar.run.ID == runID {
+			return ar.ending.Load()
+		}
+		run, err := k.store.GetRun(ctx, s.ID, runID)
+		if err != nil || !run.State.Terminal() {
+			return false
+		}
+		busy, err := k.unfinishedRun(ctx, s)
+		return err == nil && busy == ""
 	}
 	evs, err := k.store.ReadEvents(ctx, s.ID, s.LastSeq-1, 1)
 	return err == nil && len(evs) == 1 && evs[0].RunID == runID && evs[0].Type.Ends()
@@ -111,7 +153,9 @@ func (k *Kernel) ending(ctx context.Context, s session.Session, runID string) bo
 func (k *Kernel) awaitEnd(ctx context.Context, sessionID, runID string) error {
 	wctx, cancel := context.WithTimeout(ctx, startWait)
 	defer cancel()
-	_, err := k.waitRun(wctx, sessionID, runID, ended)
+	_, err := k.waitRun(wctx, sessionID, runID, func(r session.Run) bool {
+		return ended(r) || k.endUnrecorded(sessionID, runID) // then accept refuses the request
+	})
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -137,7 +181,7 @@ func (k *Kernel) accept(ctx context.Context, s session.Session, spec agents.Spec
 		return session.Run{}, false, fmt.Errorf("get session: %w", err)
 	}
 	if !s.State.AcceptsRuns() {
-		return session.Run{}, false, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", s.ID)
+		return session.Run{}, false, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", session.PublicID(s.ID))
 	}
 	busy, err := k.unfinishedRun(ctx, s)
 	if err != nil {
@@ -150,6 +194,9 @@ func (k *Kernel) accept(ctx context.Context, s session.Session, spec agents.Spec
 			if prev, ok, err := k.findIdempotent(ctx, s.ID, req); err != nil || ok {
 				return prev, ok, err
 			}
+		}
+		if k.endUnrecorded(s.ID, busy) {
+			return session.Run{}, false, errEndUnrecorded(s.ID, busy)
 		}
 		if k.ending(ctx, s, busy) {
 			return session.Run{}, false, &runEndingError{runID: busy}
@@ -189,13 +236,10 @@ func (k *Kernel) unfinishedRun(ctx context.Context, s session.Session) (string, 
 // startNew starts req on session s, idle, whose lease h this request just
 // took, and hands the session to a new driver.
 func (k *Kernel) startNew(ctx context.Context, h *held, s session.Session, spec agents.Spec, req RunRequest) (session.Run, bool, error) {
-	now := k.now()
-	run := session.Run{
-		ID: session.NewID(), SessionID: s.ID, State: session.RunRunning, Input: req.Input,
-		IdempotencyKey: req.IdempotencyKey, CreatedAt: now, StartedAt: now,
-	}
+	run := k.newRun(s.ID, req, session.RunRunning)
+	run.StartedAt = run.CreatedAt
 	run.Model = k.modelOf(spec, s, run)
-	ar := newActiveRun(h, run)
+	ar := newActiveRun(h, s, run)
 	if err := k.store.CreateRun(ctx, run, k.runConstraints(0)); err != nil {
 		k.owner.release(h)
 		return k.duplicate(err)
@@ -214,10 +258,7 @@ func (k *Kernel) startNew(ctx context.Context, h *held, s session.Session, spec 
 // ifBusy, and tells the session's owner, which starts it or applies the
 // policy. The caller holds the session's stripe lock.
 func (k *Kernel) post(ctx context.Context, s session.Session, req RunRequest, ifBusy BusyPolicy) (session.Run, bool, error) {
-	run := session.Run{
-		ID: session.NewID(), SessionID: s.ID, State: session.RunQueued, Input: req.Input,
-		IdempotencyKey: req.IdempotencyKey, CreatedAt: k.now(),
-	}
+	run := k.newRun(s.ID, req, session.RunQueued)
 	run.IfBusy = string(ifBusy)
 	if err := k.store.CreateRun(ctx, run, k.runConstraints(k.limits.MaxQueued)); err != nil {
 		return k.duplicate(err)
@@ -271,7 +312,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (k *Kernel) validateRunRequest(req RunRequest) error {
 	var v *errdefs.ValidationError
 	switch {
-	case req.Input == "":
+	case req.Input == "" && req.kind == "":
 		v = v.Add("input", "required")
 	case len(req.Input) > k.limits.MaxInputBytes:
 		v = v.Add("input", fmt.Sprintf("longer than %d bytes", k.limits.MaxInputBytes))
@@ -330,25 +371,41 @@ func (k *Kernel) start(ctx context.Context, h *held, s session.Session, r *sessi
 		}
 	}
 	prev := s.State
+	var changed []session.Event
 	err = k.updateSession(ctx, s.ID, func(s *session.Session) error {
 		if err := s.Transition(session.StateRunning, r.StartedAt); err != nil {
 			return err
 		}
+		if r.Kind == "" {
+			changed, s.Model = modelChanged(*s, r.ID, r.Model), r.Model
+		}
 		s.ActiveRunID = r.ID
 		s.ExpiresAt = time.Time{} // a busy session does not expire; its TTL restarts when it is free
+		if r.AgentState != nil {
+			s.AgentState = r.AgentState
+		}
 		return nil
 	})
 	if err != nil {
 		k.abandon(h, prev, r)
 		return false, err
 	}
-	msgID := session.NewMessageID()
-	evs := []session.Event{
-		session.RunStarted(s.ID, r.ID),
-		session.TextMessageStart(msgID, session.RoleUser),
-		session.TextMessageContent(msgID, r.Input),
-		session.TextMessageEnd(msgID),
+	msgID := cmp.Or(r.UserMessageID, session.NewMessageID())
+	evs := []session.Event{session.RunStarted(s.ID, r.ID)}
+	if r.Model != "" {
+		evs[0] = evs[0].WithMeta("model", r.Model)
 	}
+	if r.AgentState != nil {
+		evs = append(evs, session.StateSnapshot(r.AgentState))
+	}
+	if r.Kind == "" {
+		evs = append(evs,
+			session.TextMessageStart(msgID, session.RoleUser),
+			session.TextMessageContent(msgID, r.Input),
+			session.TextMessageEnd(msgID),
+		)
+	}
+	evs = append(evs, changed...)
 	if err := k.emit(ctx, h.token, s.ID, r.ID, evs...); err != nil {
 		k.abandon(h, prev, r)
 		return false, err
@@ -356,6 +413,9 @@ func (k *Kernel) start(ctx context.Context, h *held, s session.Session, r *sessi
 	r.StartSeq = evs[0].Seq
 	if err := k.saveRun(ctx, r); err != nil {
 		return true, err
+	}
+	if r.Kind != "" {
+		return true, nil // a compaction run has no input
 	}
 	msg := session.Message{ID: msgID, SessionID: s.ID, RunID: r.ID, Role: session.RoleUser, Content: r.Input, CreatedAt: r.StartedAt}
 	if err := k.store.AppendMessages(ctx, h.token, msg); err != nil {
@@ -444,11 +504,13 @@ func (k *Kernel) saveRun(ctx context.Context, r *session.Run) error {
 
 // GetRun returns one run of a session.
 func (k *Kernel) GetRun(ctx context.Context, sessionID, runID string) (session.Run, error) {
-	if _, err := k.GetSession(ctx, sessionID); err != nil {
+	s, err := k.GetSession(ctx, sessionID)
+	if err != nil {
 		return session.Run{}, err
 	}
-	notFound := errdefs.New(errdefs.ErrNotFound, "run_not_found", "run %q not found in session %s", runID, sessionID)
-	if !validID(runID) {
+	sessionID = s.ID // the key it is stored under
+	notFound := errdefs.New(errdefs.ErrNotFound, "run_not_found", "run %q not found in session %s", runID, session.PublicID(sessionID))
+	if !validID(runID) && !session.ValidClientID(runID) {
 		return session.Run{}, notFound
 	}
 	r, err := k.store.GetRun(ctx, sessionID, runID)
@@ -463,9 +525,11 @@ func (k *Kernel) GetRun(ctx context.Context, sessionID, runID string) (session.R
 
 // ListRuns returns a page of a session's runs, newest first.
 func (k *Kernel) ListRuns(ctx context.Context, sessionID string, page PageRequest) (Page[session.Run], error) {
-	if _, err := k.GetSession(ctx, sessionID); err != nil {
+	s, err := k.GetSession(ctx, sessionID)
+	if err != nil {
 		return Page[session.Run]{}, err
 	}
+	sessionID = s.ID // the key it is stored under
 	limit, err := page.size()
 	if err != nil {
 		return Page[session.Run]{}, err
@@ -497,6 +561,9 @@ func (k *Kernel) CancelRun(ctx context.Context, sessionID, runID string) (sessio
 	if err != nil || r.State.Terminal() {
 		return r, err
 	}
+	if k.endUnrecorded(sessionID, runID) {
+		return session.Run{}, errEndUnrecorded(sessionID, runID)
+	}
 	return k.cancelRun(ctx, r)
 }
 
@@ -517,18 +584,18 @@ func (k *Kernel) cancelRun(ctx context.Context, r session.Run) (session.Run, err
 	if err := k.ensure(ctx, r.SessionID); err != nil {
 		return session.Run{}, err
 	}
-	return k.waitRun(ctx, r.SessionID, r.ID, ended)
+	return k.awaitCancelled(ctx, r)
 }
 
 // modelOf returns the model run r of session s uses: the run's choice, the
-// session's, or the agent's own.
+// session's, or the agent's own; a compaction run's is the one that writes
+// the summary.
 func (k *Kernel) modelOf(spec agents.Spec, s session.Session, r session.Run) string {
-	for _, o := range []*session.Overrides{r.Overrides, s.Overrides} {
-		if o != nil && o.Model != "" {
-			return o.Model
-		}
+	model := settingsOf(spec, s, r).Model
+	if r.Kind == session.RunKindCompaction {
+		model = cmp.Or(spec.CompactionOrDefault().Model, model)
 	}
-	return spec.Model.Name
+	return model
 }
 
 // runTimeout returns the agent's run timeout, or a day when unset.

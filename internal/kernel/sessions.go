@@ -24,6 +24,15 @@ type CreateSession struct {
 	// InheritMemory is InheritNone (the default) or InheritCopy: a child
 	// then starts with a copy of its parent's memory.
 	InheritMemory string
+	// Overrides are model settings for the session's runs, within what the
+	// agent allows.
+	Overrides *session.Overrides
+	// ID is an id the client chose, unique within its tenant, and
+	// IdempotencyKey the key of a creation the client may retry; see
+	// EnsureSession, which alone uses them.
+	ID             string
+	IdempotencyKey string
+	key            string // the store key EnsureSession chose
 }
 
 // SessionUpdate changes a session's name and metadata. Nil fields are left
@@ -31,20 +40,28 @@ type CreateSession struct {
 type SessionUpdate struct {
 	Name     *string
 	Metadata map[string]*string
+	// Overrides, when not nil, replace the session's overrides; empty ones
+	// clear them.
+	Overrides *session.Overrides
 }
 
 // ListSessions is a request to list sessions. Empty filters match all.
 type ListSessions struct {
-	Agent    string
-	State    session.State
-	ParentID string
-	Page     PageRequest
+	Agent      string
+	State      session.State
+	ParentID   string
+	ForkedFrom string // forks of this session
+	Page       PageRequest
 }
 
 // CreateSession creates a session for an agent, as a child of ParentID
 // when set, within the parent agent's depth and children limits.
 func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.Session, error) {
-	if _, err := k.runnableAgent(req.Agent); err != nil {
+	spec, err := k.runnableAgent(req.Agent)
+	if err != nil {
+		return session.Session{}, err
+	}
+	if err := checkOverrides(spec, req.Overrides); err != nil {
 		return session.Session{}, err
 	}
 	if err := k.validateSessionFields(req.Name, req.Metadata); err != nil {
@@ -62,10 +79,11 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	}
 	now := k.now().UTC()
 	s := session.Session{
-		ID: session.NewID(), Tenant: TenantFrom(ctx), Agent: req.Agent, Name: req.Name,
+		ID: cmp.Or(req.key, session.NewID()), Tenant: TenantFrom(ctx), Agent: req.Agent, Name: req.Name,
 		Metadata: maps.Clone(req.Metadata), State: session.StateActive, CreatedAt: now, UpdatedAt: now,
 		TTL: cmp.Or(req.TTL, k.retention.TTL), InheritMemory: req.InheritMemory,
 	}
+	s.Overrides = nonEmpty(req.Overrides)
 	if req.ParentID != "" && s.InheritMemory == "" {
 		s.InheritMemory = InheritNone
 	}
@@ -144,7 +162,7 @@ func (k *Kernel) placeUnder(ctx context.Context, s *session.Session, parentID st
 		return err
 	}
 	if parent.State == session.StateClosed {
-		return errdefs.New(errdefs.ErrConflict, "session_closed", "parent session %s is closed", parent.ID)
+		return errdefs.New(errdefs.ErrConflict, "session_closed", "parent session %s is closed", session.PublicID(parent.ID))
 	}
 	spec, err := k.agents.Get(parent.Agent)
 	if err != nil {
@@ -180,20 +198,21 @@ func (k *Kernel) openChildren(ctx context.Context, id string) (int, error) {
 	return n, nil
 }
 
-// GetSession returns a session of the caller's tenant.
+// GetSession returns a session of the caller's tenant, by the id the
+// caller knows it by (see sessionKeys): callers go on with the returned
+// session's ID, the key it is stored under.
 func (k *Kernel) GetSession(ctx context.Context, id string) (session.Session, error) {
-	notFound := errdefs.New(errdefs.ErrNotFound, "session_not_found", "session %q not found", id)
-	if !validID(id) {
-		return session.Session{}, notFound
+	tenant := TenantFrom(ctx)
+	for _, key := range sessionKeys(tenant, id) {
+		s, err := k.store.GetSession(ctx, key)
+		if err == nil && s.Tenant == tenant {
+			return s, nil
+		}
+		if err != nil && errdefs.CodeOf(err) != "session_not_found" {
+			return session.Session{}, fmt.Errorf("get session: %w", err)
+		}
 	}
-	s, err := k.store.GetSession(ctx, id)
-	if errdefs.CodeOf(err) == "session_not_found" || (err == nil && s.Tenant != TenantFrom(ctx)) {
-		return session.Session{}, notFound
-	}
-	if err != nil {
-		return session.Session{}, fmt.Errorf("get session: %w", err)
-	}
-	return s, nil
+	return session.Session{}, errdefs.New(errdefs.ErrNotFound, "session_not_found", "session %q not found", id)
 }
 
 // ListSessions returns a page of the caller's sessions, newest first.
@@ -210,12 +229,17 @@ func (k *Kernel) ListSessions(ctx context.Context, req ListSessions) (Page[sessi
 	if err != nil {
 		return Page[session.Session]{}, err
 	}
+	if req.ParentID != "" {
+		if parent, err := k.GetSession(ctx, req.ParentID); err == nil {
+			req.ParentID = parent.ID
+		}
+	}
 	if req.State != "" && !req.State.Valid() {
 		return Page[session.Session]{}, errdefs.Invalid("state", "unknown session state")
 	}
 	items, err := k.store.ListSessions(ctx, SessionQuery{
 		Tenant: TenantFrom(ctx), Agent: req.Agent, State: req.State, ParentID: req.ParentID,
-		After: after, Limit: limit + 1,
+		ForkedFrom: req.ForkedFrom, After: after, Limit: limit + 1,
 	})
 	if err != nil {
 		return Page[session.Session]{}, fmt.Errorf("list sessions: %w", err)
@@ -225,21 +249,34 @@ func (k *Kernel) ListSessions(ctx context.Context, req ListSessions) (Page[sessi
 
 // Children returns a page of the direct children of session id.
 func (k *Kernel) Children(ctx context.Context, id string, page PageRequest) (Page[session.Session], error) {
-	if _, err := k.GetSession(ctx, id); err != nil {
+	s, err := k.GetSession(ctx, id)
+	if err != nil {
 		return Page[session.Session]{}, err
 	}
+	id = s.ID // the key it is stored under
 	return k.ListSessions(ctx, ListSessions{ParentID: id, Page: page})
 }
 
 // UpdateSession changes a session's name or metadata.
 func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) (session.Session, error) {
-	if _, err := k.GetSession(ctx, id); err != nil {
+	s, err := k.GetSession(ctx, id)
+	if err != nil {
 		return session.Session{}, err
 	}
+	if err := k.checkSessionOverrides(s, u.Overrides); err != nil {
+		return session.Session{}, err
+	}
+	id = s.ID // the key it is stored under
 	var out session.Session
-	err := k.updateSession(ctx, id, func(s *session.Session) error {
+	err = k.updateSession(ctx, id, func(s *session.Session) error {
+		if s.State == session.StateClosed {
+			return sessionClosed(s.ID)
+		}
 		if u.Name != nil {
 			s.Name = *u.Name
+		}
+		if u.Overrides != nil {
+			s.Overrides = nonEmpty(u.Overrides)
 		}
 		s.Metadata = mergeMetadata(s.Metadata, u.Metadata)
 		if err := k.validateSessionFields(s.Name, s.Metadata); err != nil {

@@ -44,7 +44,7 @@ func (k *Kernel) MessagesSnapshot(ctx context.Context, sessionID string) (Snapsh
 	if err != nil {
 		return Snapshot{}, err
 	}
-	snap.Messages, err = k.messagesUpTo(ctx, sessionID, snap.After)
+	snap.Messages, err = k.messagesUpTo(ctx, s.ID, snap.After)
 	if err != nil {
 		return Snapshot{}, err
 	}

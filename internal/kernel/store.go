@@ -42,6 +42,9 @@ type SessionStore interface {
 	DeleteSession(ctx context.Context, id string) error
 	// ListSessions returns matching sessions, most recently created first.
 	ListSessions(ctx context.Context, q SessionQuery) ([]session.Session, error)
+	// CountSessions returns how many sessions tenant has stored, for its
+	// quota; it reads an index, never the sessions.
+	CountSessions(ctx context.Context, tenant string) (int, error)
 }
 
 // RunStore persists runs.

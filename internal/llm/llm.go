@@ -59,12 +59,23 @@ type Request struct {
 	Tools       []Tool
 	Temperature *float64
 	MaxTokens   int
+	// ReasoningEffort, when set, is how hard the model should think:
+	// minimal, low, medium or high. Each adapter maps it to its own
+	// parameter (OpenAI reasoning_effort, Anthropic's thinking budget).
+	ReasoningEffort string
+	// Purpose is PurposeSummary for a call that summarises the history
+	// for compaction; "" for a turn of the run. Real models ignore it; the
+	// scripted model answers a summary call with its summary option.
+	Purpose string
 	// RunInput is the input that started the run and Turn the 0-based index
 	// of this call within the run. Real models ignore both; the scripted
 	// model uses them to pick its step and fill {input}.
 	RunInput string
 	Turn     int
 }
+
+// PurposeSummary marks a Request that asks for a compaction summary.
+const PurposeSummary = "summary"
 
 // ToolCallDelta is a piece of a streamed tool call. Index identifies the
 // call within the response; ID and Name arrive with its first piece.

@@ -56,29 +56,37 @@ func (o object) event(t EventType) Event {
 	return Event{Type: t, Data: json.RawMessage(append(o, '}'))}
 }
 
-// RunStarted opens a run. threadID is the session id.
+// RunStarted opens a run. threadID is the session's id or store key: the
+// event names it by its PublicID.
 func RunStarted(threadID, runID string) Event {
-	return newObject(EventRunStarted).str("threadId", threadID).str("runId", runID).
+	return newObject(EventRunStarted).str("threadId", PublicID(threadID)).str("runId", runID).
 		str("protocolVersion", ProtocolVersion).event(EventRunStarted)
 }
 
 // RunFinished closes a run that succeeded or was cancelled. A cancelled run
-// says why in metadata.kerneld.reason.
-func RunFinished(threadID, runID string, outcome Outcome, reason string, usage Usage) Event {
-	o := newObject(EventRunFinished).str("threadId", threadID).str("runId", runID)
+// says why in metadata.kerneld.reason. models, when given, break the usage
+// down by model.
+func RunFinished(threadID, runID string, outcome Outcome, reason string, usage Usage, models ...ModelUsage) Event {
+	o := newObject(EventRunFinished).str("threadId", PublicID(threadID)).str("runId", runID)
 	o = append(o.key("outcome"), `{"type":`...)
 	o = append(appendString(o, string(outcome)), '}')
-	ev := o.raw("usage", appendUsage(nil, usage)).event(EventRunFinished)
+	ev := o.raw("usage", usageMember(usage, models)).event(EventRunFinished)
 	if reason != "" {
 		ev.Meta = metaString("reason", reason)
 	}
 	return ev
 }
 
+// StateSnapshot carries the session's whole AG-UI state, a JSON value.
+func StateSnapshot(state json.RawMessage) Event {
+	return newObject(EventStateSnapshot).raw("snapshot", state).event(EventStateSnapshot)
+}
+
 // RunErrored closes a run that failed; code is one of the ErrorCode values.
-func RunErrored(code, message string, usage Usage) Event {
+// models, when given, break the usage down by model.
+func RunErrored(code, message string, usage Usage, models ...ModelUsage) Event {
 	return newObject(EventRunError).str("message", message).str("code", code).
-		raw("usage", appendUsage(nil, usage)).event(EventRunError)
+		raw("usage", usageMember(usage, models)).event(EventRunError)
 }
 
 func appendUsage(b []byte, u Usage) []byte {
@@ -211,7 +219,7 @@ func (e *Event) Member(name string) string {
 func SubagentStarted(subagentRunID, name, parentToolCallID, childSessionID string) Event {
 	ev := newObject(EventSubagentStarted).str("subagentRunId", subagentRunID).str("name", name).
 		optStr("parentToolCallId", parentToolCallID).event(EventSubagentStarted)
-	ev.Meta = metaString("childSessionId", childSessionID)
+	ev.Meta = metaString("childSessionId", PublicID(childSessionID))
 	return ev
 }
 

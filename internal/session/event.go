@@ -91,7 +91,7 @@ func (e *Event) appendJSON(dst []byte, withSeq bool) []byte {
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"sessionId":`...)
-	dst = appendString(dst, e.SessionID)
+	dst = appendString(dst, PublicID(e.SessionID))
 	dst = append(dst, `,"runId":`...)
 	dst = appendString(dst, e.RunID)
 	if len(e.Meta) > 2 && e.Meta[0] == '{' && e.Meta[len(e.Meta)-1] == '}' {

@@ -11,7 +11,30 @@ const (
 	RoleUser      Role = "user"
 	RoleAssistant Role = "assistant"
 	RoleTool      Role = "tool"
+	// RoleCompaction marks a compaction entry: its Content is the summary
+	// of the messages before Compaction.FirstKept. It stays in the history
+	// where it was made; the model sees it in place of what it summarises.
+	RoleCompaction Role = "compaction"
 )
+
+// Compaction describes a compaction entry.
+type Compaction struct {
+	// Position is the compaction entry's own position in the history.
+	Position int64 `json:"position"`
+	// Summary is what the model wrote about the messages it replaces.
+	Summary string `json:"summary,omitempty"`
+	// FirstKept is the position of the first message the model still
+	// sees as it is.
+	FirstKept int64 `json:"first_kept"`
+	// TokensBefore and TokensAfter estimate the history the model sees,
+	// before and after compacting.
+	TokensBefore int64 `json:"tokens_before"`
+	TokensAfter  int64 `json:"tokens_after"`
+	// Messages counts the messages the summary replaces.
+	Messages int `json:"messages"`
+	// Model wrote the summary.
+	Model string `json:"model,omitempty"`
+}
 
 // ToolCall is a model's request to call a tool.
 type ToolCall struct {
@@ -33,6 +56,8 @@ type Message struct {
 	ToolCalls  []ToolCall
 	ToolCallID string // for RoleTool: the call this answers
 	IsError    bool   // for RoleTool: the tool failed
+	// Compaction describes a RoleCompaction entry; nil for other roles.
+	Compaction *Compaction `json:",omitempty"`
 	CreatedAt  time.Time
 }
 

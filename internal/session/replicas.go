@@ -61,7 +61,7 @@ func (e *DuplicateRunError) Is(target error) bool { return target == errdefs.Err
 
 // QueueFull refuses a queued run beyond RunConstraints.MaxQueued.
 func QueueFull(sessionID string, limit int) error {
-	return errdefs.New(errdefs.ErrExhausted, "queue_full", "session %s already has %d inputs waiting", sessionID, limit)
+	return errdefs.New(errdefs.ErrExhausted, "queue_full", "session %s already has %d inputs waiting", PublicID(sessionID), limit)
 }
 
 // RunExists refuses a run whose id its session already has.

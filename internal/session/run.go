@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -78,6 +79,9 @@ const (
 	ErrorCodeMaxTurns    = "max_turns"
 	ErrorCodeModel       = "model_error"
 	ErrorCodeInternal    = "internal"
+	// ErrorCodeQuotaExceeded stops a run whose tenant spent its model
+	// tokens for the day.
+	ErrorCodeQuotaExceeded = "quota_exceeded"
 )
 
 // Run is one agent turn: from the user's input to the agent's answer,
@@ -119,7 +123,29 @@ type RunExt struct {
 	Model string `json:"model,omitempty"`
 	// Overrides are the model settings chosen for this run alone.
 	Overrides *Overrides `json:"overrides,omitempty"`
+	// Kind is RunKindCompaction for a run that compacts the history on
+	// demand instead of answering an input; "" for an ordinary run.
+	Kind string `json:"kind,omitempty"`
+	// UserMessageID is the id the client gave the run's input message
+	// (AG-UI clients name their messages); "" lets kerneld choose.
+	UserMessageID string `json:"user_message_id,omitempty"`
+	// Context is ambient information for this run alone, added to its
+	// system prompt (AG-UI RunAgentInput.context).
+	Context []ContextEntry `json:"context,omitempty"`
+	// AgentState, when set, becomes the session's AG-UI state as the run
+	// starts, and the run's STATE_SNAPSHOT sends it back.
+	AgentState json.RawMessage `json:"agent_state,omitempty"`
 }
+
+// ContextEntry is one named piece of context a client gave a run.
+type ContextEntry struct {
+	Description string `json:"description"`
+	Value       string `json:"value"`
+}
+
+// RunKindCompaction is the Kind of a run started by POST
+// /sessions/{id}/compact.
+const RunKindCompaction = "compaction"
 
 // Decision is a person's answer to a tool call awaiting approval.
 type Decision struct {
@@ -137,6 +163,8 @@ func (r Run) Clone() Run {
 	}
 	r.Decisions = slices.Clone(r.Decisions)
 	r.Overrides = r.Overrides.Clone()
+	r.Context = slices.Clone(r.Context)
+	r.AgentState = slices.Clone(r.AgentState)
 	return r
 }
 

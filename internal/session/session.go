@@ -105,6 +105,12 @@ type SessionExt struct {
 	AgentState json.RawMessage `json:"agent_state,omitempty"`
 	// Overrides are the model settings chosen for the session's runs.
 	Overrides *Overrides `json:"overrides,omitempty"`
+	// Model is the model the session's latest run used: the next run that
+	// uses another logs kerneld.model.changed.
+	Model string `json:"model,omitempty"`
+	// Compaction is the session's latest compaction: from then on the
+	// model sees its summary and the messages from its FirstKept on.
+	Compaction *Compaction `json:"compaction,omitempty"`
 }
 
 // Overrides are model settings a client chose within what the agent
@@ -137,7 +143,7 @@ func (o *Overrides) Clone() *Overrides {
 func (s *Session) Transition(to State, now time.Time) error {
 	if !s.State.CanBecome(to) {
 		if s.State == StateClosed {
-			return errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", s.ID)
+			return errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", PublicID(s.ID))
 		}
 		return errdefs.New(errdefs.ErrConflict, "invalid_transition",
 			"session %s cannot go from %s to %s", s.ID, s.State, to)
@@ -166,6 +172,10 @@ func (s Session) Clone() Session {
 	s.Metadata = maps.Clone(s.Metadata)
 	s.AgentState = bytes.Clone(s.AgentState)
 	s.Overrides = s.Overrides.Clone()
+	if s.Compaction != nil {
+		c := *s.Compaction
+		s.Compaction = &c
+	}
 	return s
 }
 

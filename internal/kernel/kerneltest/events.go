@@ -18,16 +18,24 @@ func RunToEnd(tb testing.TB, k *kernel.Kernel, agent, input string) []session.Ev
 	if err != nil {
 		tb.Fatalf("create session: %v", err)
 	}
-	if _, _, err := k.Run(tb.Context(), s.ID, kernel.RunRequest{Input: input}); err != nil {
+	return RunInSession(tb, k, s.ID, kernel.RunRequest{Input: input})
+}
+
+// RunInSession runs req in session id and returns the session's log once
+// the run has ended.
+func RunInSession(tb testing.TB, k *kernel.Kernel, id string, req kernel.RunRequest) []session.Event {
+	tb.Helper()
+	run, _, err := k.Run(tb.Context(), id, req)
+	if err != nil {
 		tb.Fatalf("run: %v", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		evs, err := k.Events(tb.Context(), s.ID, 0, 1000)
+		evs, err := k.Events(tb.Context(), id, 0, 1000)
 		if err != nil {
 			tb.Fatalf("events: %v", err)
 		}
-		if n := len(evs); n > 0 && evs[n-1].Type.Ends() {
+		if n := len(evs); n > 0 && evs[n-1].Type.Ends() && evs[n-1].RunID == run.ID {
 			return evs
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -136,6 +136,8 @@ type Options struct {
 	// Providers adds model providers to the scripted one, for testing a
 	// real provider client inside a real kernel.
 	Providers map[string]llm.Factory
+	// Quotas counts the tenants' runs and tokens; nil counts none.
+	Quotas kernel.Quotas
 }
 
 // Kernel is a test kernel with the pieces a test may want to reach.
@@ -160,6 +162,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 	k, err := kernel.New(kernel.Config{
 		Agents: registry, Tools: reg, Store: opts.Store, Observers: opts.Observers,
 		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention, Replication: opts.Replication,
+		Quotas: opts.Quotas,
 	})
 	if err != nil {
 		tb.Fatalf("new kernel: %v", err)

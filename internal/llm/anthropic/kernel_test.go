@@ -67,7 +67,7 @@ tools: [current_time]
 	assert.JSONEq(t, `"Need the clock."`, kerneltest.Member(t, evs, session.EventReasoningMessageContent, "delta"))
 	assert.JSONEq(t, `"toolu_t1"`, kerneltest.Member(t, evs, session.EventToolCallStart, "toolCallId"))
 	assert.JSONEq(t, `"current_time"`, kerneltest.Member(t, evs, session.EventToolCallStart, "toolCallName"))
-	assert.JSONEq(t, `[{"inputTokens":280,"outputTokens":24,"totalTokens":304}]`, kerneltest.Member(t, evs, session.EventRunFinished, "usage"))
+	assert.JSONEq(t, `[{"inputTokens":280,"outputTokens":24,"totalTokens":304,"provider":"anthropic","model":"claude-sonnet-4-5"}]`, kerneltest.Member(t, evs, session.EventRunFinished, "usage"))
 	result := kerneltest.Member(t, evs, session.EventToolCallResult, "content")
 	assert.Contains(t, result, "UTC")
 

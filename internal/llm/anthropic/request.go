@@ -40,6 +40,10 @@ type (
 	}
 )
 
+// effortBudgets map a run's reasoning_effort to the thinking budget it
+// asks for; 1024 is the API's least.
+var effortBudgets = map[string]int{"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
+
 // contentBlock is one block of a message's content: a textBlock,
 // toolUseBlock, toolResultBlock, thinkingBlock or redactedThinkingBlock.
 type contentBlock any
@@ -84,7 +88,8 @@ func (c *Client) body(req llm.Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	think := c.thinkingBudget > 0 && c.canThink(req.Messages)
+	budget := cmp.Or(effortBudgets[req.ReasoningEffort], c.thinkingBudget)
+	think := budget > 0 && c.canThink(req.Messages)
 	r := messagesRequest{
 		Model:     cmp.Or(req.Model, c.model),
 		MaxTokens: cmp.Or(req.MaxTokens, c.maxTokens),
@@ -96,7 +101,12 @@ func (c *Client) body(req llm.Request) ([]byte, error) {
 		r.System = []textBlock{newTextBlock(req.System)}
 	}
 	if think {
-		r.Thinking = &thinkingConfig{Type: "enabled", BudgetTokens: c.thinkingBudget}
+		r.Thinking = &thinkingConfig{Type: "enabled", BudgetTokens: budget}
+		if r.MaxTokens <= budget {
+			// The API wants max_tokens above the budget: the answer keeps
+			// the room it was given, on top of the thinking.
+			r.MaxTokens += budget
+		}
 	} else {
 		r.Temperature = cmp.Or(req.Temperature, c.temperature)
 	}

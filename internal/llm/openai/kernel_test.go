@@ -61,7 +61,7 @@ tools: [current_time]
 	}, kerneltest.Types(evs))
 	assert.JSONEq(t, `"call_t1"`, kerneltest.Member(t, evs, session.EventToolCallStart, "toolCallId"))
 	assert.JSONEq(t, `"current_time"`, kerneltest.Member(t, evs, session.EventToolCallStart, "toolCallName"))
-	assert.JSONEq(t, `[{"inputTokens":280,"outputTokens":24,"totalTokens":304}]`, kerneltest.Member(t, evs, session.EventRunFinished, "usage"))
+	assert.JSONEq(t, `[{"inputTokens":280,"outputTokens":24,"totalTokens":304,"provider":"openai","model":"gpt-4o-mini"}]`, kerneltest.Member(t, evs, session.EventRunFinished, "usage"))
 	result := kerneltest.Member(t, evs, session.EventToolCallResult, "content")
 	assert.Contains(t, result, "UTC")
 

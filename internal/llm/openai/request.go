@@ -15,12 +15,15 @@ type (
 		Model    string        `json:"model"`
 		Messages []chatMessage `json:"messages"`
 		// Tools is left out when empty: OpenAI rejects an empty list.
-		Tools               []chatTool    `json:"tools,omitempty"`
-		Temperature         *float64      `json:"temperature,omitempty"`
-		MaxTokens           int           `json:"max_tokens,omitempty"`
-		MaxCompletionTokens int           `json:"max_completion_tokens,omitempty"`
-		Stream              bool          `json:"stream"`
-		StreamOptions       streamOptions `json:"stream_options"`
+		Tools               []chatTool `json:"tools,omitempty"`
+		Temperature         *float64   `json:"temperature,omitempty"`
+		MaxTokens           int        `json:"max_tokens,omitempty"`
+		MaxCompletionTokens int        `json:"max_completion_tokens,omitempty"`
+		// ReasoningEffort is left out unless a run chose one: models
+		// without reasoning reject it.
+		ReasoningEffort string        `json:"reasoning_effort,omitempty"`
+		Stream          bool          `json:"stream"`
+		StreamOptions   streamOptions `json:"stream_options"`
 	}
 	// streamOptions asks for the usage, in a last chunk without choices.
 	streamOptions struct {
@@ -63,12 +66,13 @@ func (c *Client) body(req llm.Request) ([]byte, error) {
 		return nil, err
 	}
 	r := chatRequest{
-		Model:         c.modelFor(req),
-		Messages:      messages(req),
-		Tools:         tools,
-		Temperature:   cmp.Or(req.Temperature, c.temperature),
-		Stream:        true,
-		StreamOptions: streamOptions{IncludeUsage: true},
+		Model:           c.modelFor(req),
+		Messages:        messages(req),
+		Tools:           tools,
+		Temperature:     cmp.Or(req.Temperature, c.temperature),
+		ReasoningEffort: req.ReasoningEffort,
+		Stream:          true,
+		StreamOptions:   streamOptions{IncludeUsage: true},
 	}
 	if n := cmp.Or(req.MaxTokens, c.maxTokens); n > 0 {
 		if c.compatible {

@@ -17,6 +17,8 @@ type options struct {
 	steps      []step        // one per model call of a run; the last repeats
 	errMsg     string        // when set, every call fails with this message ...
 	failAfter  int           // ... after this many text and reasoning tokens
+	summary    string        // the answer to a compaction summary request
+	summaryErr string        // when set, summary requests fail with this message
 }
 
 // step is what the model answers to one call.
@@ -50,6 +52,8 @@ func decodeOptions(raw map[string]any) (options, error) {
 		"script":            func(p string, n *yaml.Node) error { return decodeSteps(p, n, &o.steps) },
 		"error":             valueField(&o.errMsg),
 		"fail_after_tokens": valueField(&o.failAfter),
+		"summary":           valueField(&o.summary),
+		"summary_error":     valueField(&o.summaryErr),
 	})
 	if err != nil {
 		return options{}, err

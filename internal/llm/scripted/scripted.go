@@ -40,6 +40,8 @@ var _ llm.Provider = (*Model)(nil)
 //	    tool_calls: [{name: current_time, arguments: {}}]
 //	error: "boom"            # fail every call with this message ...
 //	fail_after_tokens: 3     # ... after this many text and reasoning tokens
+//	summary: "They chatted." # the answer to a compaction summary request
+//	summary_error: "boom"    # fail summary requests with this message
 //
 // Options may also be built in Go (e.g. a time.Duration for token_delay):
 // anything that encodes to that YAML shape is accepted.
@@ -54,6 +56,9 @@ func New(cfg llm.ModelConfig) (llm.Provider, error) {
 // Stream plays the step for req.Turn: reasoning, then text, then tool calls,
 // then usage. The last step repeats for turns past the end of the script.
 func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Chunk) error) error {
+	if req.Purpose == llm.PurposeSummary {
+		return m.summarise(ctx, req, emit)
+	}
 	st := m.opts.steps[min(max(req.Turn, 0), len(m.opts.steps)-1)]
 	c := &call{ctx: ctx, emit: emit, opts: &m.opts}
 	if err := c.words(expand(st.reasoning, req.RunInput), reasoningChunk); err != nil {
@@ -72,6 +77,30 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Chunk
 		if err := c.toolCall(i, tc); err != nil {
 			return err
 		}
+	}
+	return c.send(llm.Chunk{Usage: &llm.Usage{InputTokens: inputWords(req), OutputTokens: c.out}})
+}
+
+// defaultSummary answers a summary request when the script gives none.
+const defaultSummary = "(summary of the earlier conversation)"
+
+// summarise answers a compaction summary request: the summary option
+// (default defaultSummary), or the summary_error failure. Like every
+// answer it fails as the error option says.
+func (m *Model) summarise(ctx context.Context, req llm.Request, emit func(llm.Chunk) error) error {
+	if m.opts.summaryErr != "" {
+		return errors.New(m.opts.summaryErr)
+	}
+	c := &call{ctx: ctx, emit: emit, opts: &m.opts}
+	text := m.opts.summary
+	if text == "" {
+		text = defaultSummary
+	}
+	if err := c.words(expand(text, req.RunInput), textChunk); err != nil {
+		return err
+	}
+	if m.opts.errMsg != "" {
+		return errors.New(m.opts.errMsg)
 	}
 	return c.send(llm.Chunk{Usage: &llm.Usage{InputTokens: inputWords(req), OutputTokens: c.out}})
 }

@@ -357,3 +357,23 @@ func TestStream_InputInToolArguments(t *testing.T) {
 		t.Fatalf("arguments %s = %v, %v", args.String(), got, err)
 	}
 }
+
+// TestModel_StreamSummary: a summary request is answered with the summary
+// option, never a script step, and fails with summary_error.
+func TestModel_StreamSummary(t *testing.T) {
+	req := llm.Request{Purpose: llm.PurposeSummary, RunInput: "x", Turn: 1}
+	chunks, err := stream(t.Context(), mustNew(t, `{script: [{text: step one}, {text: step two}], summary: "Said {input}."}`), req)
+	require.NoError(t, err)
+	assert.Equal(t, "Said x.", strings.Join(texts(chunks), ""))
+	assert.NotNil(t, chunks[len(chunks)-1].Usage)
+
+	chunks, err = stream(t.Context(), mustNew(t, `{script: [{text: a}]}`), req)
+	require.NoError(t, err)
+	assert.Equal(t, "(summary of the earlier conversation)", strings.Join(texts(chunks), ""), "a default summary")
+
+	_, err = stream(t.Context(), mustNew(t, `{script: [{text: a}], summary_error: down}`), req)
+	require.EqualError(t, err, "down")
+	chunks, err = stream(t.Context(), mustNew(t, `{script: [{text: a}], summary_error: down}`), llm.Request{})
+	require.NoError(t, err, "summary_error fails summaries only")
+	assert.Equal(t, []string{"a"}, texts(chunks))
+}

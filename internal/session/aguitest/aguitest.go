@@ -70,10 +70,7 @@ func report(tb testing.TB, logs [][][]byte) {
 	out, err := CheckLogs(logs)
 	switch {
 	case errors.Is(err, ErrUnavailable):
-		if os.Getenv("KERNELD_REQUIRE_AGUI") == "1" {
-			tb.Fatalf("%v (KERNELD_REQUIRE_AGUI=1 requires the check)", err)
-		}
-		tb.Skipf("skip AG-UI check: %v; set KERNELD_REQUIRE_AGUI=1 to fail instead", err)
+		unavailable(tb, err)
 	case err != nil:
 		tb.Errorf("%v\n%s", err, out)
 	}
@@ -120,6 +117,35 @@ func CheckLogs(logs [][][]byte) (output string, err error) {
 	default:
 		return output, fmt.Errorf("run %s: %w", script, err)
 	}
+}
+
+// RunScript runs the harness script name (a file in test/agui) under Node
+// with args, and fails tb with its output unless it exits 0. Without Node
+// or the harness's modules it skips tb, or fails it if
+// KERNELD_REQUIRE_AGUI is "1".
+func RunScript(tb testing.TB, name string, args ...string) {
+	tb.Helper()
+	script, err := harness()
+	if err != nil {
+		unavailable(tb, err)
+	}
+	ctx, cancel := context.WithTimeout(tb.Context(), timeout)
+	defer cancel()
+	path := filepath.Join(filepath.Dir(script), name)
+	out, err := exec.CommandContext(ctx, "node", append([]string{path}, args...)...).CombinedOutput()
+	if err != nil {
+		tb.Errorf("node %s: %v\n%s", name, err, out)
+	}
+}
+
+// unavailable skips tb, the checker being unavailable for err, or fails
+// it if KERNELD_REQUIRE_AGUI is "1".
+func unavailable(tb testing.TB, err error) {
+	tb.Helper()
+	if os.Getenv("KERNELD_REQUIRE_AGUI") == "1" {
+		tb.Fatalf("%v (KERNELD_REQUIRE_AGUI=1 requires the check)", err)
+	}
+	tb.Skipf("skip AG-UI check: %v; set KERNELD_REQUIRE_AGUI=1 to fail instead", err)
 }
 
 // harness returns the path of verify.mjs, or an error wrapping

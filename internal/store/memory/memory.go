@@ -119,6 +119,10 @@ func cloneRun(r session.Run) session.Run { return r.Clone() }
 // cloneMessage returns m sharing no memory with the original.
 func cloneMessage(m session.Message) session.Message {
 	m.ToolCalls = slices.Clone(m.ToolCalls)
+	if m.Compaction != nil {
+		c := *m.Compaction
+		m.Compaction = &c
+	}
 	return m
 }
 

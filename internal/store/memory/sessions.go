@@ -151,3 +151,18 @@ func (rec *record) match(q session.Query) (session.Session, bool) {
 	}
 	return rec.sess.Clone(), true
 }
+
+// CountSessions returns how many sessions tenant has stored.
+func (s *Store) CountSessions(_ context.Context, tenant string) (int, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	for _, rec := range s.order {
+		rec.mu.RLock()
+		if rec.sess.Tenant == tenant {
+			n++
+		}
+		rec.mu.RUnlock()
+	}
+	return n, nil
+}

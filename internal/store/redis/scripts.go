@@ -40,6 +40,8 @@ var (
 	scriptLeaseAcquire   = newScript("lease_acquire")
 	scriptLeaseRenew     = newScript("lease_renew")
 	scriptLeaseRelease   = newScript("lease_release")
+	scriptQuotaTake      = newScript("quota_take")
+	scriptQuotaRuns      = newScript("quota_runs")
 )
 
 // allScripts lists every script, for Open to load.
@@ -48,4 +50,5 @@ var allScripts = []*goredis.Script{
 	scriptRunCreate, scriptRunUpdate, scriptRunFind, scriptRunList,
 	scriptEventsAppend, scriptMessagesAppend, scriptMemoryPut, scriptMemoryDelete,
 	scriptLeaseAcquire, scriptLeaseRenew, scriptLeaseRelease,
+	scriptQuotaTake, scriptQuotaRuns,
 }

@@ -347,3 +347,13 @@ func (s *Store) appendMatching(ctx context.Context, out []session.Session, oks [
 	}
 	return out, nil
 }
+
+// CountSessions returns how many sessions tenant has stored: the size of
+// its index.
+func (s *Store) CountSessions(ctx context.Context, tenant string) (int, error) {
+	n, err := s.rdb.ZCard(ctx, s.prefix+"idx:tenant:"+tenant).Result()
+	if err != nil {
+		return 0, fmt.Errorf("count sessions: %w", err)
+	}
+	return int(n), nil
+}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,7 +13,7 @@ import (
 
 // messageColumns is the column list scanMessage reads, in its order.
 const messageColumns = `session_id, position, id, run_id, role, content, tool_calls,
-	tool_call_id, is_error, created_at`
+	tool_call_id, is_error, created_at, compaction`
 
 // lastPositionSQL returns the position of a session's newest message, 0
 // for none, and no row for a missing session.
@@ -20,7 +21,7 @@ const lastPositionSQL = `SELECT (SELECT coalesce(max(position), 0) FROM messages
 	WHERE session_id = sessions.id) FROM sessions WHERE id = ?`
 
 const insertMessageSQL = `INSERT INTO messages (` + messageColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // AppendMessages adds msgs, all of one session, to the end of its history
 // while its lease is held with token, and writes each one's Position into
@@ -32,10 +33,13 @@ func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session
 	if _, err := session.MessagesOfOneSession(msgs); err != nil {
 		return err
 	}
-	calls := make([]any, len(msgs))
+	calls := make([]any, 2*len(msgs)) // per message: its tool calls, its compaction
 	for i := range msgs {
 		var err error
-		if calls[i], err = encodeToolCalls(msgs[i].ToolCalls); err != nil {
+		if calls[2*i], err = encodeToolCalls(msgs[i].ToolCalls); err != nil {
+			return fmt.Errorf("append message %s: %w", msgs[i].ID, err)
+		}
+		if calls[2*i+1], err = encodeCompaction(msgs[i].Compaction); err != nil {
 			return fmt.Errorf("append message %s: %w", msgs[i].ID, err)
 		}
 	}
@@ -54,7 +58,7 @@ func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session
 }
 
 // appendMessages inserts msgs, of one session, with their encoded tool
-// calls, after the session's last message, while the session's lease is
+// calls and compactions (two per message), after the session's last message, while the session's lease is
 // held with token, and puts the positions it gave them in positions. A
 // missing session is reported before the lease.
 func (tx *batchTx) appendMessages(msgs []session.Message, calls []any, positions []int64, token int64) (own, err error) {
@@ -75,7 +79,7 @@ func (tx *batchTx) appendMessages(msgs []session.Message, calls []any, positions
 		last++
 		positions[i] = last
 		_, err := tx.exec(stmtInsertMessage, m.SessionID, positions[i], m.ID, m.RunID, string(m.Role),
-			m.Content, calls[i], m.ToolCallID, m.IsError, micros(m.CreatedAt))
+			m.Content, calls[2*i], m.ToolCallID, m.IsError, micros(m.CreatedAt), calls[2*i+1])
 		if err != nil {
 			return nil, fmt.Errorf("append message %s: %w", m.ID, err)
 		}
@@ -139,16 +143,44 @@ func (s *Store) queryMessages(ctx context.Context, sessionID, query string, args
 // scanMessage reads one row of messageColumns.
 func scanMessage(row scanner) (session.Message, error) {
 	var m session.Message
-	var calls []byte
+	var calls, compaction []byte
 	var created int64
 	err := row.Scan(&m.SessionID, &m.Position, &m.ID, &m.RunID, (*string)(&m.Role), &m.Content,
-		&calls, &m.ToolCallID, &m.IsError, &created)
+		&calls, &m.ToolCallID, &m.IsError, &created, &compaction)
 	if err != nil {
 		return session.Message{}, err
 	}
 	if m.ToolCalls, err = decodeToolCalls(calls); err != nil {
 		return session.Message{}, err
 	}
+	if m.Compaction, err = decodeCompaction(compaction); err != nil {
+		return session.Message{}, err
+	}
 	m.CreatedAt = fromMicros(created)
 	return m, nil
+}
+
+// encodeCompaction returns a compaction entry's JSON, or nil (NULL) for a
+// message that is not one.
+func encodeCompaction(c *session.Compaction) (any, error) {
+	if c == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode compaction: %w", err)
+	}
+	return string(b), nil
+}
+
+// decodeCompaction reads what encodeCompaction wrote.
+func decodeCompaction(b []byte) (*session.Compaction, error) {
+	if b == nil {
+		return nil, nil
+	}
+	var c session.Compaction
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("decode compaction: %w", err)
+	}
+	return &c, nil
 }

@@ -320,3 +320,13 @@ func scanSession(row scanner) (session.Session, error) {
 	sess.ExpiresAt = fromNullMicros(expires)
 	return sess, nil
 }
+
+// CountSessions returns how many sessions tenant has stored; the index
+// sessions_by_tenant answers it.
+func (s *Store) CountSessions(ctx context.Context, tenant string) (int, error) {
+	var n int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions WHERE tenant = ?`, tenant).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count sessions: %w", err)
+	}
+	return n, nil
+}

@@ -120,6 +120,9 @@ func testMessageRoundTrip(t *testing.T, st kernel.Store) {
 			}, CreatedAt: at(2)},
 		{ID: newID(), SessionID: s.ID, RunID: runID, Role: session.RoleTool, Content: "no such key",
 			ToolCallID: "call_2", IsError: true, CreatedAt: at(3)},
+		{ID: newID(), SessionID: s.ID, RunID: runID, Role: session.RoleCompaction, Content: "they talked",
+			Compaction: &session.Compaction{FirstKept: 2, TokensBefore: 900, TokensAfter: 120, Messages: 1, Model: "small"},
+			CreatedAt:  at(4)},
 	}
 	require.NoError(t, appendMessages(t.Context(), st, want...))
 	for i := range want {

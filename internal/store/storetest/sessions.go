@@ -31,6 +31,7 @@ var sessionTests = []test{
 	{"list filters by last update for retention", testSessionListUpdatedBefore},
 	{"list of an empty store is empty", testSessionListEmpty},
 	{"values never alias the store", testSessionAliasing},
+	{"count counts one tenant's sessions until they are deleted", testSessionCount},
 }
 
 // newSession returns a top-level session in tenant "acme" of agent
@@ -110,6 +111,8 @@ func testSessionExt(t *testing.T, st kernel.Store) {
 			AgentState:   json.RawMessage(`{"todo": ["a", "b"], "n": 1.5, "nested": {"ok": true}}`),
 			Overrides: &session.Overrides{Model: "small", ReasoningEffort: "low",
 				Temperature: float(0), MaxTokens: integer(256)},
+			Model:      "small",
+			Compaction: &session.Compaction{Position: 9, Summary: "s", FirstKept: 5, TokensBefore: 90, TokensAfter: 9, Messages: 4},
 		}
 	})
 	got := mustGetSession(t, st, s.ID)
@@ -464,4 +467,24 @@ func testSessionAliasing(t *testing.T, st kernel.Store) {
 	again := mustGetSession(t, st, s.ID)
 	assert.JSONEq(t, `{"k":"orig"}`, string(again.AgentState))
 	assert.InDelta(t, 1.0, *again.Overrides.Temperature, 0)
+}
+
+func testSessionCount(t *testing.T, st kernel.Store) {
+	ctx := t.Context()
+	count := func(tenant string) int {
+		t.Helper()
+		n, err := st.CountSessions(ctx, tenant)
+		require.NoError(t, err)
+		return n
+	}
+	assert.Zero(t, count("acme"), "empty store")
+	first := mustCreateSession(t, st)
+	mustCreateSession(t, st)
+	mustCreateSession(t, st, func(s *session.Session) { s.Tenant = "other" })
+	mustCreateSession(t, st, func(s *session.Session) { s.State = session.StateClosed })
+	assert.Equal(t, 3, count("acme"), "closed sessions are stored too")
+	assert.Equal(t, 1, count("other"))
+	require.NoError(t, st.DeleteSession(ctx, first.ID))
+	assert.Equal(t, 2, count("acme"), "after a delete")
+	assert.Zero(t, count("nobody"))
 }

@@ -1,0 +1,368 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// aguiInput is AG-UI 1.0's RunAgentInput, the body a stock AG-UI client
+// (HttpAgent, CopilotKit) posts. Like AG-UI's own schema it is loose:
+// members it does not define are ignored, so newer clients still work.
+// The parts kerneld reads are checked member by member, so a problem
+// names its field (messages[2].role).
+type aguiInput struct {
+	ThreadID       *string           `json:"threadId"`
+	RunID          *string           `json:"runId"`
+	State          json.RawMessage   `json:"state"`
+	Messages       []json.RawMessage `json:"messages"`
+	Tools          []json.RawMessage `json:"tools"`
+	Context        []json.RawMessage `json:"context"`
+	ForwardedProps json.RawMessage   `json:"forwardedProps"`
+	Resume         []json.RawMessage `json:"resume"`
+}
+
+// aguiMessage is the part of an AG-UI message kerneld compares and takes.
+type aguiMessage struct {
+	ID         *string         `json:"id"`
+	Role       *string         `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCallID *string         `json:"toolCallId"`
+}
+
+// aguiRun is a RunAgentInput, checked and read.
+type aguiRun struct {
+	threadID, runID string
+	messages        []clientMessage
+	context         []session.ContextEntry
+	state           json.RawMessage // nil: the client sent none
+	ifBusy          string
+}
+
+// clientMessage is one message of the client's copy of the thread.
+type clientMessage struct {
+	id, role, text string
+	index          int // in the request's messages
+}
+
+// handleAGUIRun handles "POST /agents/{name}/agui": one AG-UI run. The
+// thread is the session of the caller's tenant with id threadId, created
+// for agent {name} on first use. kerneld keeps the history: of messages it
+// takes the new user message, the run's input; a list that contradicts
+// the history is a conflict. The answer is the run's events as SSE, the
+// frames of the inline run stream; a runId seen before replays its run.
+// Every problem is found before the first byte of the stream.
+func (s *Server) handleAGUIRun(w http.ResponseWriter, r *http.Request) error {
+	in, err := readAGUIInput(r)
+	if err != nil {
+		return err
+	}
+	sess, _, err := s.kernel.EnsureSession(r.Context(), kernel.CreateSession{Agent: r.PathValue("name"), ID: in.threadID})
+	if err != nil {
+		return err
+	}
+	if run, err := s.kernel.GetRun(r.Context(), sess.ID, in.runID); err == nil {
+		// A retried runId: its run, replayed from its start.
+		w.Header().Set("Idempotent-Replayed", "true")
+		return s.streamAGUI(w, r, run)
+	} else if errdefs.CodeOf(err) != "run_not_found" {
+		return err
+	}
+	history, err := s.history(r, sess.ID)
+	if err != nil {
+		return err
+	}
+	input, err := newUserMessage(in.messages, history)
+	if err != nil {
+		return err
+	}
+	admitted, err := s.opts.Quotas.StartRun(r.Context(), kernel.TenantFrom(r.Context()))
+	if err != nil {
+		return err
+	}
+	run, replayed, err := s.kernel.Run(r.Context(), sess.ID, kernel.RunRequest{
+		Input: input.text, IfBusy: kernel.BusyPolicy(in.ifBusy), ID: in.runID,
+		IdempotencyKey: "agui:" + in.runID, // a retry racing this request finds this run
+		AGUI:           kernel.AGUIRun{UserMessageID: input.id, Context: in.context, AgentState: in.state},
+	})
+	admitted(err == nil && !replayed)
+	if err != nil {
+		return err
+	}
+	return s.streamAGUI(w, r, run)
+}
+
+// streamAGUI streams run's events as the inline run stream does, without
+// the content of the user message the client sent: it has that already.
+func (s *Server) streamAGUI(w http.ResponseWriter, r *http.Request, run session.Run) error {
+	after, err := s.streamStart(r, run)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/sessions/"+session.PublicID(run.SessionID)+"/runs/"+run.ID)
+	req := streamRequest{sessionID: run.SessionID, after: after, runID: run.ID}
+	if run.UserMessageID != "" {
+		req.quiet = []byte(`"messageId":` + strconv.Quote(run.UserMessageID))
+	}
+	return s.streams.serve(w, r, s.kernel, req)
+}
+
+// history returns the whole stored conversation of session id.
+func (s *Server) history(r *http.Request, id string) ([]session.Message, error) {
+	var out []session.Message
+	page := kernel.PageRequest{Limit: 200}
+	for {
+		p, err := s.kernel.Messages(r.Context(), id, page)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Items...)
+		if p.Next == "" {
+			return out, nil
+		}
+		page.Cursor = p.Next
+	}
+}
+
+// newUserMessage compares the client's messages with the stored history
+// and returns the one new user message, the run's input. Messages kerneld
+// has (by id) must keep their order, text and place: an edited, removed
+// or reordered message is a conflict, as is a message kerneld cannot take
+// (a new assistant or system message). Reasoning and activity messages
+// are the client's own view and are not compared.
+func newUserMessage(msgs []clientMessage, history []session.Message) (clientMessage, error) {
+	pos := make(map[string]int, len(history))
+	for i, m := range history {
+		pos[m.ID] = i
+	}
+	var fresh []clientMessage
+	last := -1
+	for _, m := range msgs {
+		if m.role == "reasoning" || m.role == "activity" {
+			continue
+		}
+		i, known := pos[m.id]
+		switch {
+		case !known:
+			fresh = append(fresh, m)
+			continue
+		case len(fresh) > 0:
+			return clientMessage{}, historyConflict("messages[%d] (%s) comes after messages kerneld does not have", m.index, m.id)
+		case i < last:
+			return clientMessage{}, historyConflict("messages[%d] (%s) is out of order", m.index, m.id)
+		case last >= 0 && i > last+1 && hasVisible(history[last+1:i]):
+			return clientMessage{}, historyConflict("messages before messages[%d] (%s) were removed", m.index, m.id)
+		case edited(m, history[i]):
+			return clientMessage{}, historyConflict("messages[%d] (%s) was edited", m.index, m.id)
+		}
+		last = i
+	}
+	var input clientMessage
+	for _, m := range fresh {
+		if m.role != "user" {
+			return clientMessage{}, historyConflict("messages[%d] (%s, %s) is not in the thread's history; kerneld keeps the history and takes only new user messages", m.index, m.id, m.role)
+		}
+		if input.id != "" {
+			return clientMessage{}, errdefs.Invalid(fmt.Sprintf("messages[%d]", m.index), "one new user message per run")
+		}
+		input = m
+	}
+	if input.id == "" {
+		return clientMessage{}, errdefs.Invalid("messages", "no new user message: the last one must be a user message kerneld does not have yet")
+	}
+	if input.text == "" {
+		return clientMessage{}, errdefs.Invalid(fmt.Sprintf("messages[%d].content", input.index), "empty")
+	}
+	return input, nil
+}
+
+// hasVisible reports whether msgs hold a message a client shows, one
+// whose absence from its copy means it was removed there.
+func hasVisible(msgs []session.Message) bool {
+	for _, m := range msgs {
+		if m.Role == session.RoleUser || m.Role == session.RoleAssistant {
+			return true
+		}
+	}
+	return false
+}
+
+// edited reports whether the client's copy of a stored message says
+// something else: another role, or for a user message another text.
+func edited(m clientMessage, stored session.Message) bool {
+	if m.role != string(stored.Role) {
+		return true
+	}
+	return stored.Role == session.RoleUser && m.text != stored.Content
+}
+
+// historyConflict is a 409 saying how a client's messages contradict the
+// stored history.
+func historyConflict(format string, args ...any) error {
+	return errdefs.New(errdefs.ErrConflict, "history_conflict",
+		"messages contradict the thread's history: "+format+
+			"; kerneld keeps the history, so send it as received, plus the new user message (to edit, fork the thread: POST /sessions/{id}/fork)", args...)
+}
+
+// readAGUIInput reads and checks a RunAgentInput.
+func readAGUIInput(r *http.Request) (aguiRun, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return aguiRun{}, decodeError(err)
+	}
+	if err := checkBodyText(body); err != nil {
+		return aguiRun{}, err
+	}
+	var in aguiInput
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&in); err != nil {
+		return aguiRun{}, decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return aguiRun{}, errdefs.New(errdefs.ErrInvalid, "invalid_request", "request body: unexpected data after the JSON value")
+	}
+	return in.check()
+}
+
+// check validates in, collecting a problem per field.
+func (in aguiInput) check() (aguiRun, error) {
+	var v *errdefs.ValidationError
+	out := aguiRun{}
+	out.threadID, v = clientIDField(v, "threadId", in.ThreadID)
+	out.runID, v = clientIDField(v, "runId", in.RunID)
+	if in.Messages == nil {
+		v = v.Add("messages", "required")
+	}
+	for i, raw := range in.Messages {
+		m, err := readMessage(i, raw)
+		if err != nil {
+			v = v.Add(err.field, err.problem)
+			continue
+		}
+		out.messages = append(out.messages, m)
+	}
+	for i, raw := range in.Context {
+		var c struct{ Description, Value *string }
+		if err := json.Unmarshal(raw, &c); err != nil || c.Description == nil || c.Value == nil {
+			v = v.Add(fmt.Sprintf("context[%d]", i), "must be an object with string description and value")
+			continue
+		}
+		out.context = append(out.context, session.ContextEntry{Description: *c.Description, Value: *c.Value})
+	}
+	if len(in.Tools) > 0 {
+		v = v.Add("tools", "client-side tools are not supported on this server yet: send an empty list")
+	}
+	if len(in.Resume) > 0 {
+		v = v.Add("resume", "this thread has no pending interrupt")
+	}
+	if len(in.State) > 0 && !bytes.Equal(in.State, []byte("null")) {
+		out.state = in.State
+	}
+	ifBusy, err := forwardedIfBusy(in.ForwardedProps)
+	if err != nil {
+		v = v.Add(err.field, err.problem)
+	}
+	out.ifBusy = ifBusy
+	return out, v.Err()
+}
+
+// clientIDField checks a required id field of the client's choosing.
+func clientIDField(v *errdefs.ValidationError, field string, id *string) (string, *errdefs.ValidationError) {
+	switch {
+	case id == nil:
+		return "", v.Add(field, "required")
+	case !session.ValidClientID(*id):
+		return "", v.Add(field, "must be 1 to 128 characters of [A-Za-z0-9._:-]")
+	}
+	return *id, v
+}
+
+// fieldProblem is one problem with one field of a RunAgentInput.
+type fieldProblem struct{ field, problem string }
+
+// readMessage reads messages[i].
+func readMessage(i int, raw json.RawMessage) (clientMessage, *fieldProblem) {
+	at := func(f string) string { return fmt.Sprintf("messages[%d]%s", i, f) }
+	var m aguiMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return clientMessage{}, &fieldProblem{at(""), "must be an AG-UI message object"}
+	}
+	switch {
+	case m.ID == nil || !session.ValidClientID(*m.ID):
+		return clientMessage{}, &fieldProblem{at(".id"), "must be 1 to 128 characters of [A-Za-z0-9._:-]"}
+	case m.Role == nil:
+		return clientMessage{}, &fieldProblem{at(".role"), "required"}
+	}
+	out := clientMessage{id: *m.ID, role: *m.Role, index: i}
+	switch out.role {
+	case "user", "system", "developer":
+		text, ok := messageText(m.Content)
+		if !ok {
+			return clientMessage{}, &fieldProblem{at(".content"), "must be a string or a list of content parts"}
+		}
+		out.text = text
+	case "assistant", "reasoning", "activity":
+	case "tool":
+		if m.ToolCallID == nil {
+			return clientMessage{}, &fieldProblem{at(".toolCallId"), "required"}
+		}
+	default:
+		return clientMessage{}, &fieldProblem{at(".role"), "must be user, assistant, tool, system, developer, reasoning or activity"}
+	}
+	return out, nil
+}
+
+// messageText returns a message's text: its string content, or its text
+// parts joined.
+func messageText(content json.RawMessage) (string, bool) {
+	var s string
+	if err := json.Unmarshal(content, &s); err == nil {
+		return s, true
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(content, &parts); err != nil {
+		return "", false
+	}
+	var b bytes.Buffer
+	for _, p := range parts {
+		if p.Type == "text" && p.Text != nil {
+			b.WriteString(*p.Text)
+		}
+	}
+	return b.String(), true
+}
+
+// forwardedIfBusy reads forwardedProps.kerneld.if_busy. Other members of
+// forwardedProps are the client's business; kerneld's are checked.
+func forwardedIfBusy(props json.RawMessage) (string, *fieldProblem) {
+	var fp struct {
+		Kerneld json.RawMessage `json:"kerneld"`
+	}
+	if len(props) == 0 || json.Unmarshal(props, &fp) != nil || len(fp.Kerneld) == 0 || bytes.Equal(fp.Kerneld, []byte("null")) {
+		return "", nil
+	}
+	var k struct {
+		IfBusy string `json:"if_busy"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(fp.Kerneld))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&k); err != nil {
+		return "", &fieldProblem{"forwardedProps.kerneld", "must be an object with if_busy only"}
+	}
+	switch kernel.BusyPolicy(k.IfBusy) {
+	case "", kernel.BusyReject, kernel.BusyQueue, kernel.BusyInterrupt, kernel.BusySteer:
+		return k.IfBusy, nil
+	}
+	return "", &fieldProblem{"forwardedProps.kerneld.if_busy", `must be one of "reject", "queue", "interrupt", "steer"`}
+}

@@ -1,0 +1,95 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// sessionKeys lists the keys a session that tenant knows as id may be
+// stored under, most likely first: an id of kerneld's form as it is (the
+// session kerneld named), then the key of a client-chosen id (which may
+// have kerneld's form too: AG-UI clients name threads with UUIDs). A key
+// itself names its session when it is one of tenant's. Nothing else can
+// name a session, so malformed path ids are not found without a look.
+func sessionKeys(tenant, id string) []string {
+	var keys []string
+	if session.ValidID(id) {
+		keys = append(keys, id)
+	}
+	if session.ValidClientID(id) {
+		keys = append(keys, session.ClientKey(tenant, id))
+	} else if session.IsClientKey(id, tenant) {
+		keys = append(keys, id)
+	}
+	return keys
+}
+
+// EnsureSession creates a session as CreateSession does, unless the caller
+// already has the one req names, by its ID or its IdempotencyKey: then it
+// returns that one and created is false. A session of another agent by
+// that name is a conflict. Replicas creating the same name at once race
+// for one store key: one creates, the others find its session.
+func (k *Kernel) EnsureSession(ctx context.Context, req CreateSession) (s session.Session, created bool, err error) {
+	key, err := k.requestedKey(ctx, req)
+	if err != nil {
+		return session.Session{}, false, err
+	}
+	if key == "" {
+		s, err = k.CreateSession(ctx, req)
+		return s, err == nil, err
+	}
+	name := req.ID
+	if name == "" {
+		name = key
+	}
+	if s, err := k.GetSession(ctx, name); err == nil {
+		return s, false, sameAgent(s, req.Agent)
+	} else if errdefs.CodeOf(err) != "session_not_found" {
+		return session.Session{}, false, err
+	}
+	req.key = key
+	s, err = k.CreateSession(ctx, req)
+	if errdefs.CodeOf(err) == "session_exists" {
+		// Another request created it since the look above.
+		if s, err := k.GetSession(ctx, name); err == nil {
+			return s, false, sameAgent(s, req.Agent)
+		}
+	}
+	return s, err == nil, err
+}
+
+// requestedKey returns the store key a creation names: its client's id,
+// or the id its Idempotency-Key derives; "" when it names none.
+func (k *Kernel) requestedKey(ctx context.Context, req CreateSession) (string, error) {
+	tenant := TenantFrom(ctx)
+	switch {
+	case req.ID != "":
+		if !session.ValidClientID(req.ID) {
+			return "", errdefs.Invalid("id", fmt.Sprintf("must be 1 to %d characters of [A-Za-z0-9._:-]", session.MaxClientIDLen))
+		}
+		return session.ClientKey(tenant, req.ID), nil
+	case req.IdempotencyKey != "":
+		if len(req.IdempotencyKey) > MaxIdempotencyKeyLen {
+			return "", errdefs.Invalid("Idempotency-Key", fmt.Sprintf("longer than %d bytes", MaxIdempotencyKeyLen))
+		}
+		return session.KeyedID(tenant, req.IdempotencyKey), nil
+	}
+	return "", nil
+}
+
+// sameAgent checks that s, found by the name a creation gave, is of the
+// agent the creation asked for.
+func sameAgent(s session.Session, agent string) error {
+	if s.Agent == agent {
+		return nil
+	}
+	return errdefs.New(errdefs.ErrConflict, "session_exists",
+		"session %q exists for agent %q, not %q", session.PublicID(s.ID), s.Agent, agent)
+}
+
+// CheckRun checks a run request's shape, so that a call which creates a
+// session to run it can refuse a bad request before creating anything.
+func (k *Kernel) CheckRun(req RunRequest) error { return k.validateRunRequest(req) }

@@ -71,6 +71,37 @@ func (c *Client) DeleteSession(ctx context.Context, id string, cascade bool) err
 	return c.do(ctx, request{method: http.MethodDelete, path: sessionPath(id), query: q}, nil)
 }
 
+// CloseSession closes a session and its children: no new runs; the
+// history stays readable until deleted (POST /sessions/{id}/close).
+func (c *Client) CloseSession(ctx context.Context, id, reason string) (Session, error) {
+	body := struct {
+		Reason string `json:"reason,omitempty"`
+	}{reason}
+	var out Session
+	err := c.do(ctx, request{method: http.MethodPost, path: sessionPath(id) + "/close", body: body}, &out)
+	return out, err
+}
+
+// ForkSession copies a session into a new one (POST /sessions/{id}/fork):
+// its whole history, or with atMessage > 0 the messages up to that
+// position.
+func (c *Client) ForkSession(ctx context.Context, id string, atMessage int64) (Session, error) {
+	body := struct {
+		AtMessage int64 `json:"at_message,omitempty"`
+	}{atMessage}
+	var out Session
+	err := c.do(ctx, request{method: http.MethodPost, path: sessionPath(id) + "/fork", body: body}, &out)
+	return out, err
+}
+
+// CompactSession summarises a session's older history now and returns
+// once the summarising run has ended (POST /sessions/{id}/compact).
+func (c *Client) CompactSession(ctx context.Context, id string) (Compaction, error) {
+	var out Compaction
+	err := c.do(ctx, request{method: http.MethodPost, path: sessionPath(id) + "/compact"}, &out)
+	return out, err
+}
+
 // ListChildren returns one page of a session's child sessions
 // (GET /sessions/{id}/children).
 func (c *Client) ListChildren(ctx context.Context, id string, page Page) (SessionPage, error) {
@@ -84,6 +115,22 @@ func (c *Client) ListChildren(ctx context.Context, id string, page Page) (Sessio
 func (c *Client) CreateRun(ctx context.Context, id string, req CreateRunRequest) (Run, error) {
 	var out Run
 	err := c.do(ctx, runRequest(id, req), &out)
+	return out, err
+}
+
+// RunAgent runs input with an agent in one call (POST /run): in the
+// session req.SessionID, created if it does not exist.
+func (c *Client) RunAgent(ctx context.Context, req AgentRunRequest) (Run, error) {
+	var out Run
+	err := c.do(ctx, request{method: http.MethodPost, path: "/run", body: req}, &out)
+	return out, err
+}
+
+// RegenerateRun answers a run's input again in a fork of the session made
+// just before it (POST /sessions/{id}/runs/{run_id}/regenerate).
+func (c *Client) RegenerateRun(ctx context.Context, id, runID string) (Regeneration, error) {
+	var out Regeneration
+	err := c.do(ctx, request{method: http.MethodPost, path: runPath(id, runID) + "/regenerate"}, &out)
 	return out, err
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/kerneld/kerneld/client"
 	"github.com/kerneld/kerneld/internal/httpapi"
 	"github.com/kerneld/kerneld/internal/httpapi/httpapitest"
+	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 )
 
 func TestMain(m *testing.M) {
@@ -529,4 +530,75 @@ func TestStreamRun_CutBeforeFirstEvent(t *testing.T) {
 	for _, ev := range evs {
 		require.Equal(t, stream.RunID(), ev.RunID)
 	}
+}
+
+// waitRun polls until a run has ended.
+func waitRun(t *testing.T, c *client.Client, id, runID string) client.Run {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		run, err := c.GetRun(t.Context(), id, runID)
+		require.NoError(t, err)
+		if run.EndedAt != nil {
+			return run
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("run %s did not end", runID)
+	return client.Run{}
+}
+
+// summarising compacts its history on request (as in httpapi's tests).
+const summarising = `
+name: summarising
+model: {provider: scripted, script: [{text: "re: {input}"}], summary: "They counted."}
+memory: {compaction: {at_messages: 100, keep_last: 2}}
+`
+
+func TestConversationControl(t *testing.T) {
+	c, _ := newClient(t, httpapitest.Options{Kernel: kerneltest.Options{Agents: []string{kerneltest.Echo, summarising}}})
+	ctx := t.Context()
+
+	run, err := c.RunAgent(ctx, client.AgentRunRequest{Agent: "echo", Input: "one", SessionID: "my-session"})
+	require.NoError(t, err)
+	assert.Equal(t, "my-session", run.SessionID)
+	waitRun(t, c, "my-session", run.ID)
+	second, err := c.CreateRun(ctx, "my-session", client.CreateRunRequest{Input: "two"})
+	require.NoError(t, err)
+	waitRun(t, c, "my-session", second.ID)
+
+	regen, err := c.RegenerateRun(ctx, "my-session", second.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "two", regen.Run.Input)
+	assert.Equal(t, regen.Session.ID, regen.Run.SessionID)
+	require.NotNil(t, regen.Session.ForkedFrom)
+	assert.Equal(t, "my-session", regen.Session.ForkedFrom.SessionID)
+	assert.Equal(t, int64(2), regen.Session.ForkedFrom.MessagePosition)
+
+	fork, err := c.ForkSession(ctx, "my-session", 0)
+	require.NoError(t, err)
+	msgs, err := c.ListMessages(ctx, fork.ID, client.Page{})
+	require.NoError(t, err)
+	assert.Len(t, msgs.Data, 4, "the whole history")
+
+	closed, err := c.CloseSession(ctx, "my-session", "done here")
+	require.NoError(t, err)
+	assert.Equal(t, client.SessionClosed, closed.State)
+	assert.Equal(t, "done here", closed.ClosedReason)
+	_, err = c.CreateRun(ctx, "my-session", client.CreateRunRequest{Input: "three"})
+	requireProblem(t, err, http.StatusConflict, "session_closed")
+
+	s, err := c.CreateSession(ctx, client.CreateSessionRequest{Agent: "summarising"})
+	require.NoError(t, err)
+	for _, in := range []string{"one", "two"} {
+		r, err := c.CreateRun(ctx, s.ID, client.CreateRunRequest{Input: in})
+		require.NoError(t, err)
+		waitRun(t, c, s.ID, r.ID)
+	}
+	compaction, err := c.CompactSession(ctx, s.ID)
+	require.NoError(t, err)
+	assert.Equal(t, client.RunSucceeded, compaction.Run.State)
+	assert.Equal(t, "compaction", compaction.Run.Kind)
+	require.NotNil(t, compaction.Summary)
+	assert.Contains(t, compaction.Summary.Content, "They counted.")
 }

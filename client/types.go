@@ -79,8 +79,27 @@ type Session struct {
 	TTL         string            `json:"ttl"`
 	ExpiresAt   *time.Time        `json:"expires_at"`
 	Inherit     *Inherit          `json:"inherit"`
-	CreatedAt   time.Time         `json:"created_at"`
-	UpdatedAt   time.Time         `json:"updated_at"`
+	Overrides   *Overrides        `json:"overrides"`
+	ForkedFrom  *ForkedFrom       `json:"forked_from"`
+	// ClosedReason says why a closed session was closed.
+	ClosedReason string    `json:"closed_reason"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// Overrides change a session's (or a run's) model settings from its
+// agent's; zero members keep the agent's.
+type Overrides struct {
+	Model           string   `json:"model,omitempty"`
+	ReasoningEffort string   `json:"reasoning_effort,omitempty"`
+	Temperature     *float64 `json:"temperature,omitempty"`
+	MaxTokens       int      `json:"max_tokens,omitempty"`
+}
+
+// ForkedFrom names the session and the message a fork was made at.
+type ForkedFrom struct {
+	SessionID       string `json:"session_id"`
+	MessagePosition int64  `json:"message_position"`
 }
 
 // Inherit is what a child session inherits from its parent.
@@ -90,13 +109,17 @@ type Inherit struct {
 
 // CreateSessionRequest is the body of POST /sessions.
 type CreateSessionRequest struct {
-	Agent    string                     `json:"agent"`
-	Name     string                     `json:"name,omitempty"`
-	Metadata map[string]string          `json:"metadata,omitempty"`
-	ParentID string                     `json:"parent_id,omitempty"`
-	Memory   map[string]json.RawMessage `json:"memory,omitempty"`
-	TTL      string                     `json:"ttl,omitempty"` // e.g. "24h"
-	Inherit  *Inherit                   `json:"inherit,omitempty"`
+	// ID is a client-chosen id; the same id and agent again answer the
+	// existing session. "" lets kerneld choose.
+	ID        string                     `json:"id,omitempty"`
+	Agent     string                     `json:"agent"`
+	Name      string                     `json:"name,omitempty"`
+	Metadata  map[string]string          `json:"metadata,omitempty"`
+	ParentID  string                     `json:"parent_id,omitempty"`
+	Memory    map[string]json.RawMessage `json:"memory,omitempty"`
+	TTL       string                     `json:"ttl,omitempty"` // e.g. "24h"
+	Inherit   *Inherit                   `json:"inherit,omitempty"`
+	Overrides *Overrides                 `json:"overrides,omitempty"`
 }
 
 // UpdateSessionRequest is the body of PATCH /sessions/{id}. A nil Name
@@ -149,6 +172,8 @@ type Run struct {
 	IfBusy         string     `json:"if_busy"`
 	SteeredInto    string     `json:"steered_into"`
 	Model          string     `json:"model"`
+	Overrides      *Overrides `json:"overrides"`
+	Kind           string     `json:"kind"` // input, or compaction (CompactSession)
 	CreatedAt      time.Time  `json:"created_at"`
 	StartedAt      *time.Time `json:"started_at"`
 	EndedAt        *time.Time `json:"ended_at"`
@@ -185,6 +210,31 @@ type CreateRunRequest struct {
 	// IdempotencyKey makes retries of the request safe: kerneld answers
 	// the original run for a key it has seen on the session within 24h.
 	IdempotencyKey string `json:"-"`
+}
+
+// AgentRunRequest is the input of POST /run: a run of agent in the
+// session SessionID, created first if it does not exist ("" for a new
+// session).
+type AgentRunRequest struct {
+	Agent     string `json:"agent"`
+	Input     string `json:"input"`
+	SessionID string `json:"session_id,omitempty"`
+	IfBusy    string `json:"if_busy,omitempty"`
+}
+
+// Regeneration is a run answered again: a fork of the session before
+// the run's input, and the new run of that input in it.
+type Regeneration struct {
+	Session Session `json:"session"`
+	Run     Run     `json:"run"`
+}
+
+// Compaction is the result of CompactSession: the summarising run, and
+// the summary message that replaced the older history (nil when there was
+// nothing to compact).
+type Compaction struct {
+	Run     Run      `json:"run"`
+	Summary *Message `json:"compaction"`
 }
 
 // RunPage is one page of runs, newest first.

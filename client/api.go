@@ -27,6 +27,13 @@ func (c *Client) GetAgent(ctx context.Context, name string) (Agent, error) {
 	return out, err
 }
 
+// Usage returns the caller's quotas and usage (GET /usage).
+func (c *Client) Usage(ctx context.Context) (TenantUsage, error) {
+	var out TenantUsage
+	err := c.do(ctx, request{method: http.MethodGet, path: "/usage"}, &out)
+	return out, err
+}
+
 // CreateSession creates a session (POST /sessions).
 func (c *Client) CreateSession(ctx context.Context, req CreateSessionRequest) (Session, error) {
 	var out Session

@@ -463,6 +463,10 @@ func TestAPIKey(t *testing.T) {
 	s, err := keyed.CreateSession(t.Context(), client.CreateSessionRequest{Agent: "echo"})
 	require.NoError(t, err)
 	assert.Equal(t, "acme", s.Tenant)
+	usage, err := keyed.Usage(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, "acme", usage.Tenant)
+	assert.Equal(t, int64(1), usage.Usage.Sessions)
 }
 
 func TestStream_CloseAndContext(t *testing.T) {

@@ -313,3 +313,27 @@ type EventPageOptions struct {
 	After int64 // the seq of the last event already read
 	Limit int   // 1 to 1000; 0: the server's default (100)
 }
+
+// TenantUsage is the caller's quotas and what it uses of them (GET
+// /usage). A limit of 0 is no limit; an available count is nil when its
+// limit is off.
+type TenantUsage struct {
+	Tenant string `json:"tenant"`
+	Limits struct {
+		RequestsPerSecond float64 `json:"requests_per_second"`
+		RequestBurst      int64   `json:"request_burst"`
+		MaxSessions       int64   `json:"max_sessions"`
+		RunsPerMinute     int64   `json:"runs_per_minute"`
+		MaxConcurrentRuns int64   `json:"max_concurrent_runs"`
+		MaxStreams        int64   `json:"max_streams"`
+		TokensPerDay      int64   `json:"tokens_per_day"`
+	} `json:"limits"`
+	Usage struct {
+		RequestsAvailable *int64 `json:"requests_available"`
+		Sessions          int64  `json:"sessions"`
+		RunsAvailable     *int64 `json:"runs_available"`
+		ConcurrentRuns    int64  `json:"concurrent_runs"`
+		Streams           int64  `json:"streams"`
+		TokensToday       int64  `json:"tokens_today"`
+	} `json:"usage"`
+}

@@ -24,6 +24,8 @@ func (s *Server) routes() chi.Router {
 	r.Get("/readyz", s.handle(s.handleReady))
 	r.Get("/openapi.yaml", s.handle(s.handleOpenAPI))
 	r.With(s.requireOperator).Get("/metrics", s.handle(s.handleMetrics))
+	r.Get("/", s.handle(s.handleConsoleIndex)) // the web console: no key needed
+	r.Get(consolePrefix+"{file}", s.handle(s.handleConsoleFile))
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireTenant)
 		// Streams: never under a timeout (it would cut them off).

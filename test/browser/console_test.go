@@ -1,0 +1,356 @@
+// Package browser tests the web console in a real browser: Debian's
+// Chromium, driven by playwright-core (console.mjs) against a kerneld
+// this test starts in-process, with scripted agents.
+//
+// The tests need node on PATH, `npm ci --prefix test/browser` (with
+// PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1: no browser is ever downloaded) and
+// Chromium at /usr/bin/chromium (or $KERNELD_CHROMIUM). Without them they
+// skip and say why, unless KERNELD_REQUIRE_BROWSER=1, which CI sets.
+//
+// go test ./test/browser -update rewrites docs/console.png, the README's
+// picture of the console mid-run.
+package browser
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kerneld/kerneld/api"
+	"github.com/kerneld/kerneld/internal/httpapi"
+	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
+	"github.com/kerneld/kerneld/internal/llm"
+	"github.com/kerneld/kerneld/internal/llm/openai"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/console.png")
+
+// The agents the console is tried with. Only the model is scripted.
+const (
+	echoAgent = `
+name: echo
+description: Echoes your input back, token by token.
+model: {provider: scripted, token_delay: 5ms, script: [{text: "{input}"}]}
+`
+	// pacedAgent thinks, reads the clock, asks before saving to memory,
+	// then answers slowly: long enough to reload the page mid-answer.
+	pacedAgent = `
+name: paced
+description: Thinks, asks before it saves to memory, then answers at reading pace.
+model:
+  provider: scripted
+  token_delay: 40ms
+  script:
+    - reasoning: "The user named a colour. I should check the time and keep the colour in memory, which needs their approval."
+      text: "I'll keep that in mind."
+      tool_calls:
+        - {name: current_time, arguments: {timezone: UTC}}
+        - {name: memory_set, arguments: {key: favourite_colour, value: "{input}"}}
+    - text: "` + pacedAnswer + `"
+tools: [current_time, {name: memory_set, require_approval: true}]
+approval_timeout: 1h
+`
+	pacedAnswer = "Saved: your favourite colour is now in this session's memory, so every later run " +
+		"of this conversation starts with it in view. Ask me about it whenever you like, or tell me " +
+		"another colour and I will ask you again before I change what I keep. Nothing is saved " +
+		"without your approval, and you can deny any call with a reason that I will read."
+	gatedAgent = `
+name: gated
+description: Saves two settings, each with permission.
+model:
+  provider: scripted
+  script:
+    - text: "Saving your settings."
+      tool_calls:
+        - {name: memory_set, arguments: {key: theme, value: dark}}
+        - {name: memory_set, arguments: {key: language, value: fr}}
+    - text: "Done."
+tools: [{name: memory_set, require_approval: true}]
+approval_timeout: 1h
+`
+	// waiterAgent calls the test tool "wait", which blocks until the run is
+	// cancelled: the run is certainly active when the test stops it.
+	waiterAgent = `
+name: waiter
+description: Calls a tool that waits until the run is stopped.
+model:
+  provider: scripted
+  script:
+    - {text: "Working on it.", tool_calls: [{name: wait}]}
+    - {text: "Done."}
+tools: [wait]
+`
+	unavailableAgent = `
+name: offline
+description: Needs a model that is not configured.
+model: {provider: openai, name: gpt-4o-mini, api_key: "${OPENAI_API_KEY}"}
+`
+)
+
+// browser is what the tests need to drive the console.
+type browser struct {
+	chromium string
+}
+
+// needBrowser returns the browser, or skips t saying what is missing, or
+// fails it when KERNELD_REQUIRE_BROWSER=1.
+func needBrowser(t *testing.T) browser {
+	t.Helper()
+	b := browser{chromium: os.Getenv("KERNELD_CHROMIUM")}
+	if b.chromium == "" {
+		b.chromium = "/usr/bin/chromium"
+	}
+	var missing string
+	if _, err := exec.LookPath("node"); err != nil {
+		missing = "node is not on PATH (install Node.js 20 or later)"
+	} else if _, err := os.Stat(filepath.Join("node_modules", "playwright-core")); err != nil {
+		missing = "playwright-core is not installed: run `PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix test/browser`"
+	} else if _, err := os.Stat(b.chromium); err != nil {
+		missing = fmt.Sprintf("no Chromium at %s: `apt-get install chromium`, or set KERNELD_CHROMIUM", b.chromium)
+	}
+	if missing != "" {
+		if os.Getenv("KERNELD_REQUIRE_BROWSER") == "1" {
+			t.Fatalf("browser tests cannot run: %s (KERNELD_REQUIRE_BROWSER=1 requires them)", missing)
+		}
+		t.Skipf("skip browser test: %s; set KERNELD_REQUIRE_BROWSER=1 to fail instead", missing)
+	}
+	return b
+}
+
+// kerneld is an in-process kerneld serving the console.
+type kerneld struct {
+	url    string
+	kernel *kerneltest.Kernel
+}
+
+func startKerneld(t *testing.T, opts httpapi.Options) *kerneld {
+	t.Helper()
+	streams := httpapi.NewStreams(nil, httpapi.StreamOptions{})
+	k := kerneltest.New(t, kerneltest.Options{
+		Agents:    []string{echoAgent, pacedAgent, gatedAgent, waiterAgent, unavailableAgent},
+		Observers: []kernel.Observer{streams},
+		Providers: map[string]llm.Factory{"openai": openai.New},
+	})
+	opts.OpenAPI = api.OpenAPI
+	srv := httpapi.New(k.Kernel, streams, opts)
+	ts := httptest.NewUnstartedServer(srv)
+	ts.Config.RegisterOnShutdown(srv.CloseStreams)
+	ts.Start()
+	t.Cleanup(func() {
+		srv.CloseStreams()
+		ts.Close()
+	})
+	return &kerneld{url: ts.URL, kernel: k}
+}
+
+// item is one entry of the conversation as the page rendered it.
+type item struct {
+	Kind  string `json:"kind"`
+	Role  string `json:"role"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+	Text  string `json:"text"`
+	Open  bool   `json:"open"`
+}
+
+// result is what console.mjs reports of a scenario.
+type result struct {
+	ID              string   `json:"id"`
+	Agents          []string `json:"agents"`
+	Transcript      []item   `json:"transcript"`
+	Restored        []item   `json:"restored"`
+	Args            []string `json:"args"`
+	Problem         string   `json:"problem"`
+	BusyProblem     string   `json:"busyProblem"`
+	ForeignRequests []string `json:"foreignRequests"`
+	PageErrors      []string `json:"pageErrors"`
+}
+
+// play runs scenario in a fresh browser profile against k and returns
+// what the page showed. env adds to console.mjs's environment.
+func (b browser) play(t *testing.T, k *kerneld, scenario string, env ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "console.mjs", scenario)
+	cmd.Env = append(os.Environ(), append(env, "BASE_URL="+k.url, "CHROMIUM="+b.chromium, "USER_DATA_DIR="+t.TempDir())...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("console.mjs %s: %v\nstdout:\n%s\nstderr:\n%s", scenario, err, out, stderr.Bytes())
+	}
+	var res result
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	found := false
+	for sc.Scan() {
+		if line, ok := strings.CutPrefix(sc.Text(), "result "); ok {
+			if err := json.Unmarshal([]byte(line), &res); err != nil {
+				t.Fatalf("console.mjs %s: decode result: %v\n%s", scenario, err, line)
+			}
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("console.mjs %s printed no result\nstdout:\n%s\nstderr:\n%s", scenario, out, stderr.Bytes())
+	}
+	if len(res.ForeignRequests) > 0 {
+		t.Errorf("the console requested other origins: %v", res.ForeignRequests)
+	}
+	if len(res.PageErrors) > 0 {
+		t.Errorf("the page threw: %v", res.PageErrors)
+	}
+	return res
+}
+
+// tenantContext is the context of the tenant every request acts as when
+// no API keys are set.
+func tenantContext(t *testing.T) context.Context {
+	return kernel.WithTenant(t.Context(), httpapi.DefaultTenant)
+}
+
+// messages keeps the transcript's messages as "role: text".
+func messages(items []item) []string {
+	var out []string
+	for _, it := range items {
+		if it.Kind == "message" {
+			out = append(out, it.Role+": "+it.Text)
+		}
+	}
+	return out
+}
+
+// kinds lists the transcript's item kinds, with tool names.
+func kinds(items []item) []string {
+	var out []string
+	for _, it := range items {
+		switch it.Kind {
+		case "tool":
+			out = append(out, "tool "+it.Name+" "+it.State)
+		default:
+			out = append(out, it.Kind)
+		}
+	}
+	return out
+}
+
+func equal(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%s:\ngot:\n\t%s\nwant:\n\t%s", what, strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
+	}
+}
+
+func TestConsole_Chat(t *testing.T) {
+	b := needBrowser(t)
+	k := startKerneld(t, httpapi.Options{})
+	res := b.play(t, k, "chat")
+
+	agents := strings.Join(res.Agents, "\n")
+	for _, want := range []string{"echo", "Echoes your input back", "offline", "Unavailable: "} {
+		if !strings.Contains(agents, want) {
+			t.Errorf("the agents list lacks %q:\n%s", want, agents)
+		}
+	}
+	equal(t, "conversation", messages(res.Transcript), []string{
+		"user: hello from the browser", "assistant: hello from the browser",
+		"user: and a second line", "assistant: and a second line",
+	})
+}
+
+func TestConsole_ApproveAndDeny(t *testing.T) {
+	b := needBrowser(t)
+	k := startKerneld(t, httpapi.Options{})
+	res := b.play(t, k, "approve")
+
+	if len(res.Args) != 2 || !strings.Contains(res.Args[0], `"key": "theme"`) || !strings.Contains(res.Args[1], `"key": "language"`) {
+		t.Errorf("approval arguments shown = %q, want each call's arguments", res.Args)
+	}
+	equal(t, "conversation", kinds(res.Transcript), []string{
+		"message", "message", "tool memory_set done", "tool memory_set error", "approval", "approval", "message",
+	})
+	runs, err := k.kernel.ListRuns(tenantContext(t), res.ID, kernel.PageRequest{Limit: 10})
+	if err != nil || len(runs.Items) != 1 {
+		t.Fatalf("runs = %+v, %v; want one", runs, err)
+	}
+	approvals, err := k.kernel.Approvals(tenantContext(t), res.ID, runs.Items[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range approvals {
+		got = append(got, a.ToolName+" "+a.State+" "+a.Reason)
+	}
+	equal(t, "approvals", got, []string{"memory_set approved ", "memory_set denied not that one"})
+}
+
+func TestConsole_Cancel(t *testing.T) {
+	b := needBrowser(t)
+	k := startKerneld(t, httpapi.Options{})
+	res := b.play(t, k, "cancel")
+
+	if !strings.Contains(res.BusyProblem, "session_busy") || !strings.Contains(res.BusyProblem, "(409)") {
+		t.Errorf("input sent while busy showed %q, want the 409 session_busy problem", res.BusyProblem)
+	}
+	runs, err := k.kernel.ListRuns(tenantContext(t), res.ID, kernel.PageRequest{Limit: 10})
+	if err != nil || len(runs.Items) != 1 {
+		t.Fatalf("runs = %+v, %v; want one (the busy input was refused)", runs, err)
+	}
+	if st := runs.Items[0].State; st != session.RunCancelled {
+		t.Errorf("run state = %s, want cancelled", st)
+	}
+	equal(t, "conversation", kinds(res.Transcript), []string{"message", "message", "tool wait error", "run-end run-end-cancelled"})
+}
+
+func TestConsole_ReloadMidRun(t *testing.T) {
+	b := needBrowser(t)
+	k := startKerneld(t, httpapi.Options{})
+	var env []string
+	if *update {
+		shot, err := filepath.Abs("../../docs/console.png")
+		if err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, "SCREENSHOT="+shot)
+	}
+	res := b.play(t, k, "reload", env...)
+
+	// Reloaded while the run waited for the approval: all that came
+	// before was back, from the tab's saved conversation.
+	equal(t, "conversation after the first reload", kinds(res.Restored), []string{
+		"message", "reasoning", "message", "tool current_time done", "tool memory_set running", "approval",
+	})
+	// Reloaded again mid-answer: every token once, nothing missing.
+	equal(t, "conversation", messages(res.Transcript), []string{
+		"user: blue", "assistant: I'll keep that in mind.", "assistant: " + pacedAnswer,
+	})
+	equal(t, "items", kinds(res.Transcript), []string{
+		"message", "reasoning", "message", "tool current_time done", "tool memory_set done", "approval", "message",
+	})
+}
+
+func TestConsole_RefusedRequestShowsDetail(t *testing.T) {
+	b := needBrowser(t)
+	k := startKerneld(t, httpapi.Options{APIKeys: map[string]string{"k-browser": "acme"}})
+	res := b.play(t, k, "refused", "API_KEY=k-browser")
+
+	for _, want := range []string{"(401)", "a valid API key is required", "unauthorized"} {
+		if !strings.Contains(res.Problem, want) {
+			t.Errorf("the refused request showed %q, want it to contain %q", res.Problem, want)
+		}
+	}
+	equal(t, "conversation", messages(res.Transcript), []string{"user: with a key", "assistant: with a key"})
+}

@@ -45,6 +45,15 @@ function waitWords(page, n) {
   }, n);
 }
 
+// dropConnections asks the test to drop every connection to kerneld, and
+// waits until the console has noticed and is live again.
+async function dropConnections(page) {
+  const dropped = page.waitForSelector(".stream-status.status-reconnecting");
+  console.log("step drop");
+  await dropped;
+  await page.waitForSelector(".stream-status.status-live");
+}
+
 // transcript is what the conversation shows, item by item.
 function transcript(page) {
   return page.$$eval("#conversation > *", (els) => els.map((el) => {
@@ -123,6 +132,20 @@ const scenarios = {
     return { id, restored, transcript: await transcript(page) };
   },
 
+  // drop: the test drops every connection while the run waits for an
+  // approval, and again mid-answer; the console reconnects by itself.
+  async drop(page) {
+    const id = await newSession(page, "paced");
+    await send(page, "green");
+    await page.waitForSelector(".approval.pending");
+    await dropConnections(page);
+    await page.click(".approval.pending button.approve");
+    await waitWords(page, 8);
+    await dropConnections(page);
+    await waitIdle(page, "completed");
+    return { id, transcript: await transcript(page) };
+  },
+
   // refused: without a key the console shows the 401's detail; with one it works.
   async refused(page) {
     await page.waitForSelector("#global-problem:not([hidden])");
@@ -154,6 +177,12 @@ async function main() {
     if (!req.url().startsWith(base) && !req.url().startsWith("data:")) foreign.push(req.url());
   });
   const pageErrors = [];
+  // Where each request for the event stream started reading.
+  const streams = [];
+  context.on("request", (req) => {
+    const url = new URL(req.url());
+    if (url.pathname.endsWith("/events")) streams.push(url.search);
+  });
 
   try {
     const page = context.pages()[0] || await context.newPage();
@@ -162,6 +191,7 @@ async function main() {
     const result = await scenarios[scenario](page);
     result.foreignRequests = foreign;
     result.pageErrors = pageErrors;
+    result.streams = streams;
     console.log("result " + JSON.stringify(result));
   } finally {
     await context.close();

@@ -133,6 +133,7 @@ func needBrowser(t *testing.T) browser {
 type kerneld struct {
 	url    string
 	kernel *kerneltest.Kernel
+	server *httptest.Server
 }
 
 func startKerneld(t *testing.T, opts httpapi.Options) *kerneld {
@@ -152,7 +153,7 @@ func startKerneld(t *testing.T, opts httpapi.Options) *kerneld {
 		srv.CloseStreams()
 		ts.Close()
 	})
-	return &kerneld{url: ts.URL, kernel: k}
+	return &kerneld{url: ts.URL, kernel: k, server: ts}
 }
 
 // item is one entry of the conversation as the page rendered it.
@@ -176,36 +177,53 @@ type result struct {
 	BusyProblem     string   `json:"busyProblem"`
 	ForeignRequests []string `json:"foreignRequests"`
 	PageErrors      []string `json:"pageErrors"`
+	Streams         []string `json:"streams"` // the query of each event stream request
 }
 
 // play runs scenario in a fresh browser profile against k and returns
 // what the page showed. env adds to console.mjs's environment.
 func (b browser) play(t *testing.T, k *kerneld, scenario string, env ...string) result {
 	t.Helper()
+	return b.playSteps(t, k, scenario, nil, env...)
+}
+
+// playSteps is play for a scenario that asks the test to act: each line
+// "step <name>" it prints is handed to onStep, which acts before the
+// scenario goes on to wait for the page to show the effect.
+func (b browser) playSteps(t *testing.T, k *kerneld, scenario string, onStep func(string), env ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "console.mjs", scenario)
 	cmd.Env = append(os.Environ(), append(env, "BASE_URL="+k.url, "CHROMIUM="+b.chromium, "USER_DATA_DIR="+t.TempDir())...)
-	var stderr bytes.Buffer
+	var stderr, stdout bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	pipe, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatalf("console.mjs %s: %v\nstdout:\n%s\nstderr:\n%s", scenario, err, out, stderr.Bytes())
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start console.mjs: %v", err)
 	}
 	var res result
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<20)
 	found := false
+	sc := bufio.NewScanner(pipe)
+	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		if line, ok := strings.CutPrefix(sc.Text(), "result "); ok {
-			if err := json.Unmarshal([]byte(line), &res); err != nil {
-				t.Fatalf("console.mjs %s: decode result: %v\n%s", scenario, err, line)
+		line := sc.Text()
+		stdout.WriteString(line + "\n")
+		if step, ok := strings.CutPrefix(line, "step "); ok && onStep != nil {
+			onStep(step)
+		}
+		if body, ok := strings.CutPrefix(line, "result "); ok {
+			if err := json.Unmarshal([]byte(body), &res); err != nil {
+				t.Errorf("console.mjs %s: decode result: %v\n%s", scenario, err, body)
 			}
 			found = true
 		}
 	}
-	if !found {
-		t.Fatalf("console.mjs %s printed no result\nstdout:\n%s\nstderr:\n%s", scenario, out, stderr.Bytes())
+	if err := cmd.Wait(); err != nil || !found {
+		t.Fatalf("console.mjs %s: %v (result found: %v)\nstdout:\n%s\nstderr:\n%s", scenario, err, found, stdout.Bytes(), stderr.Bytes())
 	}
 	if len(res.ForeignRequests) > 0 {
 		t.Errorf("the console requested other origins: %v", res.ForeignRequests)
@@ -245,6 +263,24 @@ func kinds(items []item) []string {
 		}
 	}
 	return out
+}
+
+// wantResumes checks that the page read the stream from its start once,
+// then at least n-1 more times, each resuming after the last event it had
+// rather than replaying what it already showed.
+func wantResumes(t *testing.T, streams []string, n int) {
+	t.Helper()
+	if len(streams) < n || streams[0] != "?after=0" {
+		t.Fatalf("event stream requests %q, want ?after=0 and then %d resumes", streams, n-1)
+	}
+	last := int64(0)
+	for _, q := range streams[1:] {
+		var after int64
+		if _, err := fmt.Sscanf(q, "?after=%d", &after); err != nil || after <= last {
+			t.Errorf("event stream requests %q: %q does not resume after %d", streams, q, last)
+		}
+		last = after
+	}
 }
 
 func equal(t *testing.T, what string, got, want []string) {
@@ -333,6 +369,7 @@ func TestConsole_ReloadMidRun(t *testing.T) {
 	equal(t, "conversation after the first reload", kinds(res.Restored), []string{
 		"message", "reasoning", "message", "tool current_time done", "tool memory_set running", "approval",
 	})
+	wantResumes(t, res.Streams, 3)
 	// Reloaded again mid-answer: every token once, nothing missing.
 	equal(t, "conversation", messages(res.Transcript), []string{
 		"user: blue", "assistant: I'll keep that in mind.", "assistant: " + pacedAnswer,
@@ -353,4 +390,31 @@ func TestConsole_RefusedRequestShowsDetail(t *testing.T) {
 		}
 	}
 	equal(t, "conversation", messages(res.Transcript), []string{"user: with a key", "assistant: with a key"})
+}
+
+// TestConsole_ConnectionDropped: kerneld drops every connection while the
+// run waits for an approval and again mid-answer, as a lost network or a
+// restarted proxy would; the console reconnects by itself and the
+// conversation holds every token once.
+func TestConsole_ConnectionDropped(t *testing.T) {
+	b := needBrowser(t)
+	k := startKerneld(t, httpapi.Options{})
+	drops := 0
+	res := b.playSteps(t, k, "drop", func(step string) {
+		if step == "drop" {
+			drops++
+			k.server.CloseClientConnections()
+		}
+	})
+
+	if drops != 2 {
+		t.Errorf("connections dropped %d times, want 2", drops)
+	}
+	wantResumes(t, res.Streams, 3)
+	equal(t, "conversation", messages(res.Transcript), []string{
+		"user: green", "assistant: I'll keep that in mind.", "assistant: " + pacedAnswer,
+	})
+	equal(t, "items", kinds(res.Transcript), []string{
+		"message", "reasoning", "message", "tool current_time done", "tool memory_set done", "approval", "message",
+	})
 }

@@ -218,7 +218,7 @@ function onStreamProblem(s, p) {
   showProblem($("session-problem"), p);
 }
 
-const statusText = { connecting: "connecting…", live: "live", reconnecting: "reconnecting…", ended: "not following" };
+const statusText = { connecting: "connecting…", live: "live", reconnecting: "reconnecting…", ended: "ended" };
 
 function setStreamStatus(status, p) {
   const el = $("stream-status");

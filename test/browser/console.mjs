@@ -23,9 +23,12 @@ async function newSession(page, agent) {
   return page.evaluate(() => decodeURIComponent(location.hash.slice(4)));
 }
 
+// send types text where the focus is (a new session puts it in the
+// message box) and sends it with Enter.
 async function send(page, text) {
-  await page.fill("#input", text);
-  await page.press("#input", "Enter");
+  await page.waitForFunction(() => document.activeElement === document.getElementById("input"));
+  await page.keyboard.insertText(text);
+  await page.keyboard.press("Enter");
 }
 
 // waitIdle waits until the session's state is `state` and nothing streams.
@@ -79,7 +82,14 @@ const scenarios = {
     await waitIdle(page, "completed");
     await page.click("#sessions-refresh");
     await page.waitForSelector(`#sessions a[data-id="${id}"][aria-current="page"]`);
-    return { id, agents, transcript: await transcript(page) };
+    // The list's filters: another agent's sessions, then this one's.
+    await page.selectOption("#filter-agent", "gated");
+    await page.waitForSelector("#sessions .empty");
+    await page.selectOption("#filter-agent", "echo");
+    await page.selectOption("#filter-state", "completed");
+    await page.waitForSelector(`#sessions a[data-id="${id}"]`);
+    const listed = await page.$$eval("#sessions a", (els) => els.map((el) => el.dataset.id));
+    return { id, agents, listed, transcript: await transcript(page) };
   },
 
   // approve: one call approved, one denied with a reason, each with its arguments shown.

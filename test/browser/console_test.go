@@ -170,6 +170,7 @@ type item struct {
 type result struct {
 	ID              string   `json:"id"`
 	Agents          []string `json:"agents"`
+	Listed          []string `json:"listed"`
 	Transcript      []item   `json:"transcript"`
 	Restored        []item   `json:"restored"`
 	Args            []string `json:"args"`
@@ -301,6 +302,7 @@ func TestConsole_Chat(t *testing.T) {
 			t.Errorf("the agents list lacks %q:\n%s", want, agents)
 		}
 	}
+	equal(t, "sessions of echo, completed", res.Listed, []string{res.ID})
 	equal(t, "conversation", messages(res.Transcript), []string{
 		"user: hello from the browser", "assistant: hello from the browser",
 		"user: and a second line", "assistant: and a second line",

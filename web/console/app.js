@@ -82,6 +82,8 @@ async function startSession(agent, button) {
     const s = await api.createSession(agent);
     clearGlobalProblem();
     location.hash = `#/s/${encodeURIComponent(s.id)}`;
+    route(); // now, not at hashchange, so that the message box can take the focus
+    $("input").focus();
     loadSessions();
   } catch (p) {
     showGlobalProblem(p);

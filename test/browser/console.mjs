@@ -48,6 +48,12 @@ function waitWords(page, n) {
   }, n);
 }
 
+// reloadPage reloads the page and waits until it follows the stream again.
+async function reloadPage(page) {
+  await page.reload();
+  await page.waitForSelector(".stream-status.status-live");
+}
+
 // dropConnections asks the test to drop every connection to kerneld, and
 // waits until the console has noticed and is live again.
 async function dropConnections(page) {
@@ -92,6 +98,24 @@ const scenarios = {
     return { id, agents, listed, transcript: await transcript(page) };
   },
 
+  // child: a child session opens in its own view from its parent's; then a
+  // run that fails.
+  async child(page) {
+    await newSession(page, "delegator");
+    await send(page, "ask the child");
+    await waitIdle(page, "completed");
+    const parent = await transcript(page);
+    await page.click(".subagent a");
+    await page.waitForSelector("#session-parent a");
+    await page.waitForFunction(() => document.querySelectorAll("#conversation .msg-assistant:not(.streaming)").length === 1);
+    const child = await transcript(page);
+    await newSession(page, "failing");
+    await send(page, "try");
+    await page.waitForSelector(".run-end-failed");
+    await waitIdle(page, "error");
+    return { transcript: parent, child, failed: await transcript(page) };
+  },
+
   // approve: one call approved, one denied with a reason, each with its arguments shown.
   async approve(page) {
     const id = await newSession(page, "gated");
@@ -127,8 +151,7 @@ const scenarios = {
     const id = await newSession(page, "paced");
     await send(page, "blue");
     await page.waitForSelector(".approval.pending");
-    await page.reload();
-    await page.waitForSelector(".stream-status.status-live");
+    await reloadPage(page);
     const restored = await transcript(page);
     await page.click(".approval.pending button.approve");
     await waitWords(page, 12);
@@ -136,8 +159,7 @@ const scenarios = {
       await page.evaluate(() => document.activeElement && document.activeElement.blur());
       await page.screenshot({ path: process.env.SCREENSHOT, animations: "disabled" });
     }
-    await page.reload();
-    await page.waitForSelector(".stream-status.status-live");
+    await reloadPage(page);
     await waitIdle(page, "completed");
     return { id, restored, transcript: await transcript(page) };
   },

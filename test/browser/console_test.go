@@ -92,6 +92,22 @@ model:
     - {text: "Done."}
 tools: [wait]
 `
+	delegatorAgent = `
+name: delegator
+description: Asks echo, in a child session.
+model:
+  provider: scripted
+  script:
+    - {text: "Asking echo.", tool_calls: [{name: spawn_agent, arguments: {agent: echo, input: "{input}"}}]}
+    - {text: "Echo answered."}
+tools: [spawn_agent]
+child_agents: [echo]
+`
+	failingAgent = `
+name: failing
+description: Fails mid-answer.
+model: {provider: scripted, script: [{text: "one two three four"}], error: "the model is overloaded", fail_after_tokens: 2}
+`
 	unavailableAgent = `
 name: offline
 description: Needs a model that is not configured.
@@ -140,7 +156,8 @@ func startKerneld(t *testing.T, opts httpapi.Options) *kerneld {
 	t.Helper()
 	streams := httpapi.NewStreams(nil, httpapi.StreamOptions{})
 	k := kerneltest.New(t, kerneltest.Options{
-		Agents:    []string{echoAgent, pacedAgent, gatedAgent, waiterAgent, unavailableAgent},
+		Agents: []string{echoAgent, pacedAgent, gatedAgent, waiterAgent, delegatorAgent, failingAgent,
+			unavailableAgent},
 		Observers: []kernel.Observer{streams},
 		Providers: map[string]llm.Factory{"openai": openai.New},
 	})
@@ -174,6 +191,8 @@ type result struct {
 	Transcript      []item   `json:"transcript"`
 	Restored        []item   `json:"restored"`
 	Args            []string `json:"args"`
+	Child           []item   `json:"child"`
+	Failed          []item   `json:"failed"`
 	Problem         string   `json:"problem"`
 	BusyProblem     string   `json:"busyProblem"`
 	ForeignRequests []string `json:"foreignRequests"`
@@ -307,6 +326,21 @@ func TestConsole_Chat(t *testing.T) {
 		"user: hello from the browser", "assistant: hello from the browser",
 		"user: and a second line", "assistant: and a second line",
 	})
+}
+
+// TestConsole_ChildAndFailure: a child session is linked to its own
+// view, and a failed run says why.
+func TestConsole_ChildAndFailure(t *testing.T) {
+	b := needBrowser(t)
+	k := startKerneld(t, httpapi.Options{})
+	res := b.play(t, k, "child")
+
+	equal(t, "parent", kinds(res.Transcript), []string{"message", "message", "tool spawn_agent done", "subagent", "message"})
+	equal(t, "child", messages(res.Child), []string{"user: ask the child", "assistant: ask the child"})
+	equal(t, "failed run", kinds(res.Failed), []string{"message", "message", "run-end run-end-failed"})
+	if got := res.Failed[len(res.Failed)-1].Text; !strings.Contains(got, "the model is overloaded") {
+		t.Errorf("the failed run shows %q, want the model's error", got)
+	}
 }
 
 func TestConsole_ApproveAndDeny(t *testing.T) {

@@ -198,7 +198,7 @@ async function main() {
     headless: true,
     args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
       "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1280, height: 820 },
+    viewport: { width: 1280, height: 1000 },
     colorScheme: "light",
   });
   context.setDefaultTimeout(timeout);

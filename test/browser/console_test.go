@@ -254,6 +254,22 @@ func (b browser) playSteps(t *testing.T, k *kerneld, scenario string, onStep fun
 	return res
 }
 
+// seedSessions gives the sessions list of the screenshot some named
+// sessions with an answered run each.
+func seedSessions(t *testing.T, k *kerneld, names ...string) {
+	t.Helper()
+	ctx := tenantContext(t)
+	for _, name := range names {
+		s, err := k.kernel.CreateSession(ctx, kernel.CreateSession{Agent: "echo", Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := k.kernel.Run(ctx, s.ID, kernel.RunRequest{Input: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // tenantContext is the context of the tenant every request acts as when
 // no API keys are set.
 func tenantContext(t *testing.T) context.Context {
@@ -392,6 +408,7 @@ func TestConsole_ReloadMidRun(t *testing.T) {
 	k := startKerneld(t, httpapi.Options{})
 	var env []string
 	if *update {
+		seedSessions(t, k, "Release notes for 0.3", "Trip to Lisbon in May")
 		shot, err := filepath.Abs("../../docs/console.png")
 		if err != nil {
 			t.Fatal(err)

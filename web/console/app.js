@@ -72,7 +72,7 @@ function agentItem(a) {
   return h("li", { class: `agent${a.available ? "" : " unavailable"}` },
     h("div", { class: "agent-head" }, h("strong", {}, a.name),
       h("span", { class: "model" }, [a.model.provider, a.model.name].filter(Boolean).join(" · ")), start),
-    a.description ? h("p", { class: "description" }, a.description) : "",
+    a.description ? h("p", { class: "description", title: a.description }, a.description) : "",
     a.available ? "" : h("p", { class: "unavailable-reason" }, `Unavailable: ${a.unavailable_reason}`));
 }
 

@@ -12,7 +12,7 @@ import { chromium } from "playwright-core";
 
 const scenario = process.argv[2];
 const base = process.env.BASE_URL;
-const timeout = 30_000;
+const timeout = 45_000; // generous: a loaded machine can make Chromium slow
 
 // ---- helpers ----------------------------------------------------------------
 
@@ -220,7 +220,21 @@ async function main() {
     const page = context.pages()[0] || await context.newPage();
     page.on("pageerror", (err) => pageErrors.push(String(err)));
     await page.goto(base + "/");
-    const result = await scenarios[scenario](page);
+    let result;
+    try {
+      result = await scenarios[scenario](page);
+    } catch (err) {
+      // Say what the page showed when the scenario gave up waiting.
+      const shown = await page.evaluate(() => ({
+        hash: location.hash,
+        state: document.getElementById("session-state").textContent,
+        stream: document.getElementById("stream-status").textContent,
+        stopRun: !document.getElementById("cancel-run").hidden,
+        problems: [...document.querySelectorAll(".problem:not([hidden])")].map((el) => el.textContent),
+      })).catch(() => ({}));
+      console.error("page:", JSON.stringify(shown), "\ntranscript:", JSON.stringify(await transcript(page).catch(() => [])), "\nstreams:", streams);
+      throw err;
+    }
     result.foreignRequests = foreign;
     result.pageErrors = pageErrors;
     result.streams = streams;

@@ -212,7 +212,7 @@ func (b browser) play(t *testing.T, k *kerneld, scenario string, env ...string) 
 // scenario goes on to wait for the page to show the effect.
 func (b browser) playSteps(t *testing.T, k *kerneld, scenario string, onStep func(string), env ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "console.mjs", scenario)
 	cmd.Env = append(os.Environ(), append(env, "BASE_URL="+k.url, "CHROMIUM="+b.chromium, "USER_DATA_DIR="+t.TempDir())...)

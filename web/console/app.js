@@ -95,15 +95,18 @@ async function startSession(agent, button) {
 // ---- sessions list --------------------------------------------------------
 
 // loadSessions reloads the first page, or with more, appends the next one.
+let sessionsAsked = 0; // only the newest listing is shown: filters may change faster than answers come
 async function loadSessions(more = false) {
+  const asked = ++sessionsAsked;
   let page;
   try {
     page = await api.listSessions({ agent: $("filter-agent").value, state: $("filter-state").value,
       cursor: more ? nextCursor : "", limit: sessionPageSize });
   } catch (p) {
-    showGlobalProblem(p);
+    if (asked === sessionsAsked) showGlobalProblem(p);
     return;
   }
+  if (asked !== sessionsAsked) return;
   nextCursor = page.next_cursor;
   const items = page.data.map(sessionItem);
   if (more) $("sessions").append(...items);
@@ -146,7 +149,7 @@ function openSession(id) {
   $("session-title").textContent = shortID(id);
   $("session-state").textContent = "";
   $("session-parent").replaceChildren();
-  current = { id, session: null, changed: new Set(), frame: 0, saveTimer: 0 };
+  current = { id, session: null, changed: new Set(), frame: 0, saveTimer: 0, refreshes: 0 };
   current.view = new ConversationView($("conversation"), { onDecide: decide });
   startReading(resumePoint(id));
   refreshSession();
@@ -232,9 +235,12 @@ function setStreamStatus(status, p) {
 async function refreshSession() {
   const s = current;
   if (!s) return;
+  // Only the newest answer counts: an older one arriving late would show
+  // a state the session has left.
+  const asked = s.refreshes = (s.refreshes || 0) + 1;
   try {
     const session = await api.getSession(s.id);
-    if (s !== current) return;
+    if (s !== current || asked !== s.refreshes) return;
     s.session = session;
     $("session-title").textContent = session.name || session.agent;
     $("session-title").title = session.id;
@@ -246,7 +252,7 @@ async function refreshSession() {
       ? h("a", { href: `#/s/${encodeURIComponent(session.parent_id)}` }, "parent session") : "");
     updateBusy();
   } catch (p) {
-    if (s === current) showProblem($("session-problem"), p);
+    if (s === current && asked === s.refreshes) showProblem($("session-problem"), p);
   }
 }
 
@@ -263,6 +269,8 @@ function updateBusy() {
   const busy = activeRun() !== null;
   $("busy-choice").hidden = !busy;
   $("cancel-run").hidden = !busy;
+  // Screen readers announce the answer once it is complete, not per token.
+  $("conversation").setAttribute("aria-busy", String(busy));
   const closed = current && current.session && current.session.state === "closed";
   $("input").disabled = $("send").disabled = Boolean(closed);
   if (closed) $("input").placeholder = "This session is closed.";

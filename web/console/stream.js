@@ -60,7 +60,6 @@ export function follow(id, query, { onEvent, onStatus, onProblem }) {
       return false;
     }
     onStatus("live");
-    failures = 0;
     await readFrames(res.body, controller);
     if (!closed) onStatus("reconnecting");
     return !closed;
@@ -122,6 +121,7 @@ export function follow(id, query, { onEvent, onStatus, onProblem }) {
       return; // not an event kerneld sends
     }
     if (frame.id !== "") lastSeq = seq;
+    failures = 0; // the connection works: a drop after it reconnects at once
     onEvent(ev, seq);
   }
 

@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kerneld/kerneld/internal/httpapi"
 	"github.com/kerneld/kerneld/internal/kernel"
 )
 
@@ -48,6 +49,11 @@ type HTTPConfig struct {
 	MaxConnections      int           `yaml:"max_connections"`        // 0: the descriptor limit less headroom
 	MaxStreams          int           `yaml:"max_streams"`            // open event streams in all; 0: half of max_connections
 	MaxStreamsPerTenant int           `yaml:"max_streams_per_tenant"` // open event streams of one tenant; 0: no cap
+
+	// CORSOrigins are the origins whose pages may call the API from a
+	// browser; none by default. KERNELD_CORS_ORIGINS, comma-separated,
+	// replaces the list.
+	CORSOrigins []string `yaml:"cors_origins"`
 }
 
 // StoreConfig picks the storage backend.
@@ -179,6 +185,9 @@ func loadConfig(f flagValues, getenv func(string) string) (Config, error) {
 	}
 	if v := getenv("KERNELD_ADMIN_KEYS"); v != "" {
 		cfg.Auth.AdminKeys = append(cfg.Auth.AdminKeys, splitList(v)...)
+	}
+	if v := getenv("KERNELD_CORS_ORIGINS"); v != "" {
+		cfg.HTTP.CORSOrigins = splitList(v)
 	}
 	return cfg, cfg.Validate()
 }
@@ -314,6 +323,9 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("http: shutdown_timeout, request_timeout and heartbeat must be positive"))
 	}
 	errs = append(errs, c.HTTP.checkLimits())
+	if err := httpapi.ValidateCORSOrigins(c.HTTP.CORSOrigins); err != nil {
+		errs = append(errs, fmt.Errorf("http.cors_origins: %w", err))
+	}
 	errs = append(errs, c.Auth.check())
 	return errors.Join(errs...)
 }

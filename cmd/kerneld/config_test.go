@@ -416,3 +416,34 @@ func TestPlanConnections(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadConfig_CORSOrigins: none by default; the file lists them, and
+// KERNELD_CORS_ORIGINS replaces the list; an origin a browser never sends
+// is refused.
+func TestLoadConfig_CORSOrigins(t *testing.T) {
+	if got := DefaultConfig().HTTP.CORSOrigins; len(got) != 0 {
+		t.Errorf("default cors origins = %q, want none", got)
+	}
+	dir := t.TempDir()
+	file := writeFile(t, dir, "kerneld.yaml", "http:\n  cors_origins: [\"http://localhost:5173\", \"https://app.example.com\"]\n")
+	c, err := loadConfig(flagValues{config: file}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"http://localhost:5173", "https://app.example.com"}; !slices.Equal(c.HTTP.CORSOrigins, want) {
+		t.Errorf("cors origins from the file = %q, want %q", c.HTTP.CORSOrigins, want)
+	}
+	c, err = loadConfig(flagValues{config: file}, env(map[string]string{"KERNELD_CORS_ORIGINS": " https://b.example:8443, *,"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"https://b.example:8443", "*"}; !slices.Equal(c.HTTP.CORSOrigins, want) {
+		t.Errorf("cors origins from the environment = %q, want %q", c.HTTP.CORSOrigins, want)
+	}
+	for _, bad := range []string{"https://app.example.com/", "app.example.com"} {
+		_, err := loadConfig(flagValues{config: file}, env(map[string]string{"KERNELD_CORS_ORIGINS": bad}))
+		if err == nil || !strings.Contains(err.Error(), "http.cors_origins") {
+			t.Errorf("KERNELD_CORS_ORIGINS=%s: error = %v, want one naming http.cors_origins", bad, err)
+		}
+	}
+}

@@ -208,7 +208,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, RequestTimeout: cfg.HTTP.RequestTimeout,
 		ReadTimeout: cfg.HTTP.ReadTimeout, MinBodyRate: cfg.HTTP.MinBodyRate, BodyRateGrace: cfg.HTTP.BodyRateGrace,
 		MaxStreams: d.conns.maxStreams, MaxStreamsPerTenant: cfg.HTTP.MaxStreamsPerTenant,
-		Metrics: metrics, OpenAPI: api.OpenAPI, Version: version,
+		CORSOrigins: cfg.HTTP.CORSOrigins, Metrics: metrics, OpenAPI: api.OpenAPI, Version: version,
 	})
 	return nil
 }

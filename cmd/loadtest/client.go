@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -36,7 +37,13 @@ func (c *client) close() { c.hc.CloseIdleConnections() }
 // createSession creates a session of the echo agent on the server at
 // base and returns its id.
 func (c *client) createSession(ctx context.Context, base string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/sessions", bytes.NewReader([]byte(`{"agent":"echo"}`)))
+	return c.createSessionOf(ctx, base, "echo")
+}
+
+// createSessionOf creates a session of agent on the server at base and
+// returns its id.
+func (c *client) createSessionOf(ctx context.Context, base, agent string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/sessions", strings.NewReader(`{"agent":"`+agent+`"}`))
 	if err != nil {
 		return "", err
 	}

@@ -24,8 +24,14 @@
 // With -base REF it also builds kerneld at the git ref REF and runs every
 // workload on both builds, interleaved, so both see the same noise.
 //
+// On the redis store it starts several replicas sharing one Redis server
+// (-replicas 1,2,3), spreads the clients over them (create on one, stream
+// from another), and W5 measures how far a subscriber on another replica
+// trails the stream on the replica that runs the session.
+//
 //	make loadtest
 //	make loadtest LOADTEST_ARGS='-base main -quick'
+//	make loadtest LOADTEST_ARGS='-stores sqlite,redis -replicas 1,2,3 -workloads W1,W2,W5'
 package main
 
 import (
@@ -58,7 +64,8 @@ func main() {
 type options struct {
 	kerneld    string
 	base       string
-	stores     []string
+	setups     []setup
+	redisURL   string
 	workloads  []workload
 	serverCPUs string
 	sizes      sizes
@@ -70,21 +77,24 @@ type options struct {
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var (
 		o                 options
-		stores, workNames string
-		quick             bool
+		stores, workNames, replicas string
+		quick                       bool
 	)
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.kerneld, "kerneld", "bin/kerneld", "the kerneld binary to measure")
 	fs.StringVar(&o.base, "base", "", "also build kerneld at this git ref and compare, e.g. main")
 	fs.StringVar(&stores, "stores", "memory,sqlite", "stores to run each workload on")
-	fs.StringVar(&workNames, "workloads", "W1,W2,W3,W4", "workloads to run")
+	fs.StringVar(&replicas, "replicas", "1", "replica counts to run the redis store with, e.g. 1,2,3")
+	fs.StringVar(&o.redisURL, "redis-url", "redis://127.0.0.1:6379/0", "the Redis server of -stores redis; each workload uses keys of its own and deletes them")
+	fs.StringVar(&workNames, "workloads", "W1,W2,W3,W4", "workloads to run (W5: subscriber lag, for replicas)")
 	fs.StringVar(&o.serverCPUs, "server-cpus", "0", `taskset CPU list for kerneld; "" runs it unpinned`)
 	fs.BoolVar(&quick, "quick", false, "smaller workloads, for a quick look")
 	fs.IntVar(&o.count, "count", 3, "rounds; each cell is the median of its rounds (1 with -quick)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "bound on the whole run")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the load generator's CPU profile here, to check it is not the bottleneck")
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
@@ -100,16 +110,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.count < 1 {
 		return o, errors.New("-count must be at least 1")
 	}
-	for _, s := range strings.Split(stores, ",") {
-		if s != "memory" && s != "sqlite" {
-			return o, fmt.Errorf("-stores: unknown store %q (memory, sqlite)", s)
-		}
-		o.stores = append(o.stores, s)
+	if o.setups, err = parseSetups(stores, replicas); err != nil {
+		return o, err
 	}
 	for _, name := range strings.Split(workNames, ",") {
 		i := slices.IndexFunc(workloads, func(w workload) bool { return strings.EqualFold(w.name, name) })
 		if i < 0 {
-			return o, fmt.Errorf("-workloads: unknown workload %q (W1, W2, W3, W4)", name)
+			return o, fmt.Errorf("-workloads: unknown workload %q (W1, W2, W3, W4, W5)", name)
 		}
 		o.workloads = append(o.workloads, workloads[i])
 	}
@@ -167,12 +174,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 rounds:
 	for round := range o.count {
 		for wi, w := range o.workloads {
-			for _, store := range o.stores {
+			for _, st := range o.setups {
 				for _, b := range buildOrder(len(builds), round+wi) {
 					if ctx.Err() != nil {
 						break rounds
 					}
-					m := measurement{w: w, store: store, build: b, round: round}
+					m := measurement{w: w, setup: st, build: b, round: round}
 					m.measure(ctx, o, builds[b], filepath.Join(tmp, m.name()), res, stderr)
 				}
 			}
@@ -227,32 +234,35 @@ func buildOrder(n, turn int) []int {
 	return order
 }
 
-// measurement is one workload on one store and build.
+// measurement is one workload on one setup and build.
 type measurement struct {
 	w     workload
-	store string
+	setup setup
 	build int
 	round int
 }
 
 func (m measurement) name() string {
-	return fmt.Sprintf("%s-%s-%d-%d", m.w.name, m.store, m.build, m.round)
+	return fmt.Sprintf("%s-%s-%d-%d-%d", m.w.name, m.setup.store, m.setup.replicas, m.build, m.round)
 }
 
 // measure starts a fresh server, records its idle memory, runs the
 // workload under its deadline and stops the server. A failure becomes a
 // note under the table; the other workloads still run.
 func (m measurement) measure(ctx context.Context, o options, b build, dir string, res *results, log io.Writer) {
-	what := fmt.Sprintf("%s %s %s", m.w.name, m.store, b.label)
+	what := fmt.Sprintf("%s %s %s", m.w.name, m.setup, b.label)
 	cl := newClient()
 	defer cl.close()
-	srv, err := startCluster(ctx, cl.hc, serverSpec{binary: b.binary, store: m.store, replicas: 1, cpus: o.serverCPUs, dir: dir})
+	srv, err := startCluster(ctx, cl.hc, serverSpec{
+		binary: b.binary, store: m.setup.store, replicas: m.setup.replicas, cpus: o.serverCPUs, dir: dir,
+		redisURL: o.redisURL, redisPrefix: fmt.Sprintf("loadtest-%d-%s:", os.Getpid(), m.name()),
+	})
 	if err != nil {
 		res.note("%s: %v", what, err)
 		return
 	}
 	defer func() { _ = os.RemoveAll(dir) }() // a leftover temp dir is harmless
-	rec := func(metric string, k kind, v float64) { res.add(metric, k, m.store, m.build, v) }
+	rec := func(metric string, k kind, v float64) { res.add(metric, k, m.setup.String(), m.build, v) }
 	if rss, _, err := srv.procs[0].memory(); err == nil {
 		rec("idle RSS after ready", kindBytes, float64(rss))
 	}

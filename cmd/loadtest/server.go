@@ -44,24 +44,36 @@ model:
     - text: "{input}"
 system_prompt: You repeat the user's input back to them.
 `
+	// pacedAgentYAML streams like a fast hosted model, 500 tokens/s, so
+	// W5's lag is the delivery's and not a backlog's.
+	pacedAgentYAML = `name: paced
+description: Echoes the input back at 500 tokens/s.
+model:
+  provider: scripted
+  token_delay: 2ms
+  script:
+    - text: "{input}"
+system_prompt: You repeat the user's input back to them.
+`
 )
 
 // serverSpec says how to start kerneld for one workload.
 type serverSpec struct {
-	binary   string
-	store    string // memory or sqlite: each replica has its own
-	replicas int    // processes; more than one is meaningful only on a shared store
-	cpus     string // taskset CPU list for every server process; "" runs them unpinned
-	dir      string // a fresh scratch directory: config, agents, data, logs
+	binary      string
+	store       string // memory or sqlite (each replica its own), or redis (shared)
+	replicas    int    // processes; more than one only on the shared store
+	cpus        string // taskset CPU list for every server process; "" runs them unpinned
+	dir         string // a fresh scratch directory: config, agents, data, logs
+	redisURL    string // the redis store's server
+	redisPrefix string // the redis store's keys for this workload alone
 }
 
 // cluster is the kerneld processes serving one workload, one process and
-// one base URL per replica. Today that is a single process with its own
-// store. Replicas on a shared store (Redis) would add processes here, and
-// workloads already address them through url(i): create on one replica,
-// stream from another.
+// one base URL per replica. Workloads address them through url(i): create
+// on one replica, stream from another.
 type cluster struct {
 	procs []*server
+	spec  serverSpec
 }
 
 // url returns the base URL of replica i modulo the number of replicas.
@@ -70,16 +82,13 @@ func (c *cluster) url(i int) string { return c.procs[i%len(c.procs)].url }
 // startCluster writes the shared files and starts spec.replicas servers,
 // returning once every one answers /readyz.
 func startCluster(ctx context.Context, hc *http.Client, spec serverSpec) (*cluster, error) {
-	if spec.store != "memory" && spec.store != "sqlite" {
-		return nil, fmt.Errorf("store %q: the load test runs memory and sqlite", spec.store)
-	}
-	if spec.replicas != 1 {
-		return nil, fmt.Errorf("%d replicas: only one until kerneld has a shared store", spec.replicas)
+	if spec.replicas != 1 && spec.store != "redis" {
+		return nil, fmt.Errorf("%d replicas of the %s store: only the redis store is shared", spec.replicas, spec.store)
 	}
 	if err := writeFiles(spec.dir); err != nil {
 		return nil, err
 	}
-	c := &cluster{}
+	c := &cluster{spec: spec}
 	for i := range spec.replicas {
 		s, err := startServer(ctx, hc, spec, i)
 		if err != nil {
@@ -90,11 +99,19 @@ func startCluster(ctx context.Context, hc *http.Client, spec serverSpec) (*clust
 	return c, nil
 }
 
-// stop stops every server; see server.stop.
+// stop stops every server (see server.stop) and deletes what they stored
+// in Redis.
 func (c *cluster) stop() error {
 	var errs []error
 	for _, s := range c.procs {
 		errs = append(errs, s.stop())
+	}
+	if c.spec.store == "redis" {
+		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		defer cancel()
+		if err := deleteKeys(ctx, c.spec.redisURL, c.spec.redisPrefix); err != nil {
+			errs = append(errs, fmt.Errorf("delete the workload's Redis keys: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -106,7 +123,10 @@ func writeFiles(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "kerneld.yaml"), []byte(configYAML), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "agents", "echo.yaml"), []byte(agentYAML), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "agents", "echo.yaml"), []byte(agentYAML), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "agents", "paced.yaml"), []byte(pacedAgentYAML), 0o644)
 }
 
 // server is one kerneld process.
@@ -132,6 +152,9 @@ func startServer(ctx context.Context, hc *http.Client, spec serverSpec, i int) (
 		"--agents-dir", filepath.Join(spec.dir, "agents"), "--store", spec.store,
 		"--data-dir", filepath.Join(spec.dir, fmt.Sprintf("data-%d", i)),
 	}
+	if spec.store == "redis" {
+		args = append(args, "--redis-url", spec.redisURL, "--replica", fmt.Sprintf("loadtest-%d", i))
+	}
 	name := spec.binary
 	if spec.cpus != "" {
 		name, args = "taskset", append([]string{"-c", spec.cpus, spec.binary}, args...)
@@ -144,6 +167,7 @@ func startServer(ctx context.Context, hc *http.Client, spec serverSpec, i int) (
 	defer func() { _ = logFile.Close() }() // the child has its own descriptor
 	s.cmd = exec.Command(name, args...)    //nolint:noctx // stopped with SIGTERM by stop, never killed with a context
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
+	s.cmd.Env = append(os.Environ(), "KERNELD_REDIS_PREFIX="+spec.redisPrefix)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // no server outlives the load test
 	if err := s.run(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)

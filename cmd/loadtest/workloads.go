@@ -15,11 +15,13 @@ type sizes struct {
 	runTokens int // W2: tokens per run
 	bigTokens int // W3: tokens of the one run
 	idle      int // W4: idle sessions
+	lagRuns   int // W5: sessions, one paced run each, all at once
+	lagTokens int // W5: tokens per run
 }
 
 var (
-	fullSizes  = sizes{inFlight: 50, creates: 2000, runs: 200, runTokens: 200, bigTokens: 20000, idle: 10000}
-	quickSizes = sizes{inFlight: 50, creates: 500, runs: 50, runTokens: 200, bigTokens: 5000, idle: 2000}
+	fullSizes  = sizes{inFlight: 50, creates: 2000, runs: 200, runTokens: 200, bigTokens: 20000, idle: 10000, lagRuns: 20, lagTokens: 300}
+	quickSizes = sizes{inFlight: 50, creates: 500, runs: 50, runTokens: 200, bigTokens: 5000, idle: 2000, lagRuns: 10, lagTokens: 200}
 )
 
 // env is what a workload runs against: one fresh cluster, and where its
@@ -53,6 +55,10 @@ var workloads = []workload{
 	{"W4", 2 * time.Minute, func(z sizes) string {
 		return fmt.Sprintf("%s idle sessions, %d created at a time", thousands(int64(z.idle)), z.inFlight)
 	}, idleSessions},
+	{"W5", 2 * time.Minute, func(z sizes) string {
+		return fmt.Sprintf("%d sessions at once, one run of %d tokens each at 500 tokens/s, streamed inline from the replica that runs it "+
+			"and followed on the next replica", z.lagRuns, z.lagTokens)
+	}, subscriberLag},
 }
 
 // cpuMeter measures the server CPU time a workload's timed part used.

@@ -23,7 +23,17 @@ type eventPageResponse struct {
 // accepts application/json and not text/event-stream.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
+	snapshot, err := snapshotParam(r)
+	if err != nil {
+		return err
+	}
 	sess, err := s.kernel.GetSession(r.Context(), id)
+	if errdefs.CodeOf(err) == "session_not_found" && resumesStream(r) {
+		// The session was deleted under the client's stream: there is
+		// nothing more to send, and 204 stops an EventSource reconnecting.
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -34,7 +44,16 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	if wantsEventPage(r) {
 		return s.writeEventPage(w, r, id, after)
 	}
-	return s.streams.serve(w, r, s.kernel, streamRequest{sessionID: id, after: after})
+	return s.streams.serve(w, r, s.kernel, streamRequest{sessionID: id, after: after, snapshot: snapshot})
+}
+
+// resumesStream reports whether r resumes an SSE stream: it carries a
+// cursor (Last-Event-ID, or ?after=), so its client has read the session's
+// stream before. Such a request for a session that is not found answers
+// 204, whether the session was deleted or never visible to the caller:
+// the answer tells nothing about other tenants' sessions.
+func resumesStream(r *http.Request) bool {
+	return !wantsEventPage(r) && (r.Header.Get("Last-Event-ID") != "" || r.URL.Query().Get("after") != "")
 }
 
 // writeEventPage writes the events after a cursor as one JSON page.

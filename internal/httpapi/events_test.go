@@ -244,6 +244,19 @@ func TestEventStream_EndsWhenSessionEnds(t *testing.T) {
 			t.Fatalf("last frame = %s %s, want a cancelled RUN_FINISHED", last.event, last.data)
 		}
 		aguitest.VerifyJSON(t, dataObjects(frames))
+		// The EventSource reconnects: 204 stops it. Without a cursor the
+		// session is simply not found.
+		cursor := strconv.FormatInt(last.id, 10)
+		for _, res := range []response{
+			ts.do(t, "GET", "/sessions/"+id+"/events", "", "Accept", "text/event-stream", "Last-Event-ID", cursor),
+			ts.do(t, "GET", "/sessions/"+id+"/events?snapshot=messages", "", "Accept", "text/event-stream", "Last-Event-ID", cursor),
+			ts.do(t, "GET", "/sessions/"+id+"/events?after="+cursor, "", "Accept", "text/event-stream"),
+		} {
+			if res.status != http.StatusNoContent || len(res.body) != 0 {
+				t.Errorf("resume of a deleted session = %d %q, want 204 and no body", res.status, res.body)
+			}
+		}
+		wantProblem(t, ts.do(t, "GET", "/sessions/"+id+"/events", "", "Accept", "text/event-stream"), http.StatusNotFound, "session_not_found")
 	})
 	t.Run("closed while idle", func(t *testing.T) {
 		id := ts.createSession(t, "echo")

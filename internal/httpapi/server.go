@@ -35,9 +35,13 @@ type Options struct {
 	// 0 for no bound.
 	MaxStreams          int
 	MaxStreamsPerTenant int
-	Metrics             http.Handler // served at /metrics; nil answers 404
-	OpenAPI             []byte       // served at /openapi.yaml
-	Version             string
+	// CORSOrigins are the origins whose pages may call the API and read
+	// its streams: scheme://host[:port], or "*" for any origin without
+	// credentials. Empty allows none (see ValidateCORSOrigins).
+	CORSOrigins []string
+	Metrics     http.Handler // served at /metrics; nil answers 404
+	OpenAPI     []byte       // served at /openapi.yaml
+	Version     string
 }
 
 // DefaultTenant is the tenant of every caller when no API keys are set.

@@ -16,6 +16,9 @@ type streamRequest struct {
 	sessionID string
 	after     int64  // deliver events with seq > after
 	runID     string // only this run's events; the stream ends after its end
+	// snapshot starts the stream with a MESSAGES_SNAPSHOT instead of at
+	// after (see takeSnapshot).
+	snapshot bool
 }
 
 // stream is one SSE response being served, by its request's goroutine.
@@ -33,6 +36,9 @@ type stream struct {
 	behind   time.Time // since when the stream has had something to send; zero when idle
 	idle     *time.Timer
 	buf      []byte // the next write, reused
+
+	snapshot   []byte // the MESSAGES_SNAPSHOT frame still to send, if any
+	snapshotAt int64  // sent after the event with this seq; 0: first
 }
 
 // serve streams a session's events to w: the log after req.after, then
@@ -54,7 +60,7 @@ func (s *Streams) serve(w http.ResponseWriter, r *http.Request, log eventReader,
 	s.followFrom(req.sessionID, f, sess.LastSeq)
 	if sess.State == session.StateClosed {
 		f.end(sess.LastSeq)
-		if req.runID == "" && req.after >= sess.LastSeq {
+		if req.runID == "" && !req.snapshot && req.after >= sess.LastSeq {
 			// Nothing will ever follow: 204 tells an EventSource to stop
 			// reconnecting.
 			w.WriteHeader(http.StatusNoContent)
@@ -64,12 +70,17 @@ func (s *Streams) serve(w http.ResponseWriter, r *http.Request, log eventReader,
 	st := &stream{hub: s, w: w, rc: http.NewResponseController(w), log: log, f: f, sub: sub, req: req,
 		sent: req.after, idle: time.NewTimer(s.opts.Heartbeat)}
 	defer st.idle.Stop()
+	if req.snapshot {
+		if err := st.takeSnapshot(r.Context()); err != nil {
+			return err
+		}
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	if st.write(append(st.buf[:0], retryLine...)) == nil {
+	if st.write(st.appendSnapshot(append(st.buf[:0], retryLine...), 0)) == nil {
 		st.run(r.Context())
 	}
 	return nil
@@ -179,6 +190,7 @@ func (st *stream) fromLog(ctx context.Context, initial bool) (more, done bool, d
 		if !send {
 			st.buf = st.buf[:frameStart]
 		}
+		st.buf = st.appendSnapshot(st.buf, ev.Seq)
 		st.sent = ev.Seq
 		if last {
 			done = true

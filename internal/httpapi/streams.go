@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -24,12 +25,13 @@ const (
 	retryLine     = "retry: 2000\n\n"
 )
 
-// eventReader reads a session, its runs and its event log; the kernel
-// implements it.
+// eventReader reads a session, its runs, its event log and its snapshot;
+// the kernel implements it.
 type eventReader interface {
 	GetSession(ctx context.Context, id string) (session.Session, error)
 	GetRun(ctx context.Context, sessionID, runID string) (session.Run, error)
 	Events(ctx context.Context, sessionID string, after int64, limit int) ([]session.Event, error)
+	MessagesSnapshot(ctx context.Context, sessionID string) (kernel.Snapshot, error)
 }
 
 // Streams is the SSE hub: it delivers every event the kernel emits to the

@@ -1,0 +1,71 @@
+package session
+
+import "encoding/json"
+
+// aguiMessage is a history message in AG-UI 1.0's Message shape (the
+// schemas of @ag-ui/core: UserMessage, AssistantMessage, ToolMessage,
+// SystemMessage).
+type aguiMessage struct {
+	ID         string          `json:"id"`
+	Role       Role            `json:"role"`
+	Content    *string         `json:"content,omitempty"`
+	ToolCalls  []aguiToolCall  `json:"toolCalls,omitempty"`
+	ToolCallID string          `json:"toolCallId,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Metadata   aguiMessageMeta `json:"metadata"`
+}
+
+type aguiToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"` // always "function"
+	Function aguiFunction `json:"function"`
+}
+
+type aguiFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// aguiMessageMeta is kerneld's envelope on a message, as on an event.
+type aguiMessageMeta struct {
+	Kerneld struct {
+		RunID   string `json:"runId"`
+		IsError bool   `json:"isError,omitempty"`
+	} `json:"kerneld"`
+}
+
+// MessagesSnapshot returns a MESSAGES_SNAPSHOT event holding msgs as AG-UI
+// messages. Each message keeps its id, the messageId its events carried,
+// so a client that applies the snapshot and then events holds each message
+// once. A message's run is in its metadata.kerneld.runId; a failed tool
+// result carries its content as error too, and metadata.kerneld.isError.
+func MessagesSnapshot(msgs []Message) Event {
+	out := make([]aguiMessage, len(msgs))
+	for i := range msgs {
+		out[i] = toAGUIMessage(&msgs[i])
+	}
+	b, err := json.Marshal(out)
+	if err != nil { // strings and slices only: never
+		b = []byte("[]")
+	}
+	return newObject(EventMessagesSnapshot).raw("messages", b).event(EventMessagesSnapshot)
+}
+
+func toAGUIMessage(m *Message) aguiMessage {
+	a := aguiMessage{ID: m.ID, Role: m.Role, ToolCallID: m.ToolCallID}
+	a.Metadata.Kerneld.RunID = m.RunID
+	content := m.Content
+	// An assistant turn made only of tool calls has no content; every
+	// other role requires it, even empty.
+	if m.Role != RoleAssistant || content != "" {
+		a.Content = &content
+	}
+	for _, c := range m.ToolCalls {
+		a.ToolCalls = append(a.ToolCalls, aguiToolCall{ID: c.ID, Type: "function",
+			Function: aguiFunction{Name: c.Name, Arguments: c.Arguments}})
+	}
+	if m.Role == RoleTool && m.IsError {
+		a.Error, a.Metadata.Kerneld.IsError = m.Content, true
+	}
+	return a
+}

@@ -16,7 +16,8 @@ import (
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
 	// authenticate runs before routing: without a key, no path or method
-	// is told apart from another (only /healthz is open). cors runs before
+	// is told apart from another (only /healthz and the console's files are
+	// open). cors runs before
 	// it: a browser's preflight carries no key.
 	r.Use(middleware.RequestID, s.logRequests, s.recoverPanics, s.cors, s.authenticate, s.paceBody, s.limitBody, s.checkQuery)
 	r.NotFound(s.handle(s.handleNotFound))

@@ -142,7 +142,19 @@ const scenarios = {
     await page.click("#cancel-run");
     await page.waitForSelector(".run-end-cancelled");
     await waitIdle(page, "completed");
-    return { id, busyProblem, transcript: await transcript(page) };
+    const first = await transcript(page);
+    // A second run, stopped from a new tab, which starts from a snapshot of
+    // the first run while the second is in progress.
+    await page.fill("#input", "once more");
+    await page.press("#input", "Enter");
+    await page.waitForSelector(".tool >> nth=1 >> .badge-running");
+    const other = await page.context().newPage();
+    await other.goto(page.url());
+    await other.waitForSelector(".tool >> nth=1 >> .badge-running");
+    await other.click("#cancel-run");
+    await waitIdle(other, "completed");
+    await page.waitForSelector(".run-end-cancelled >> nth=1");
+    return { id, busyProblem, transcript: first, other: await transcript(other) };
   },
 
   // reload: the page is reloaded while the run waits for an approval, and
@@ -154,6 +166,11 @@ const scenarios = {
     await reloadPage(page);
     const restored = await transcript(page);
     await page.click(".approval.pending button.approve");
+    await waitWords(page, 4);
+    // A new tab has nothing saved: it starts from a snapshot, mid-run.
+    const other = await page.context().newPage();
+    await other.goto(page.url());
+    await other.waitForSelector(".stream-status.status-live");
     await waitWords(page, 12);
     if (process.env.SCREENSHOT) {
       await page.evaluate(() => document.activeElement && document.activeElement.blur());
@@ -161,7 +178,8 @@ const scenarios = {
     }
     await reloadPage(page);
     await waitIdle(page, "completed");
-    return { id, restored, transcript: await transcript(page) };
+    await waitIdle(other, "completed");
+    return { id, restored, transcript: await transcript(page), other: await transcript(other) };
   },
 
   // drop: the test drops every connection while the run waits for an

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,6 +193,7 @@ type result struct {
 	Restored        []item   `json:"restored"`
 	Args            []string `json:"args"`
 	Child           []item   `json:"child"`
+	Other           []item   `json:"other"` // the reload scenario's second tab
 	Failed          []item   `json:"failed"`
 	Problem         string   `json:"problem"`
 	BusyProblem     string   `json:"busyProblem"`
@@ -301,13 +303,13 @@ func kinds(items []item) []string {
 	return out
 }
 
-// wantResumes checks that the page read the stream from its start once,
+// wantResumes checks that the page read the stream from a snapshot once,
 // then at least n-1 more times, each resuming after the last event it had
 // rather than replaying what it already showed.
 func wantResumes(t *testing.T, streams []string, n int) {
 	t.Helper()
-	if len(streams) < n || streams[0] != "?after=0" {
-		t.Fatalf("event stream requests %q, want ?after=0 and then %d resumes", streams, n-1)
+	if len(streams) < n || streams[0] != "?snapshot=messages" {
+		t.Fatalf("event stream requests %q, want ?snapshot=messages and then %d resumes", streams, n-1)
 	}
 	last := int64(0)
 	for _, q := range streams[1:] {
@@ -394,13 +396,24 @@ func TestConsole_Cancel(t *testing.T) {
 		t.Errorf("input sent while busy showed %q, want the 409 session_busy problem", res.BusyProblem)
 	}
 	runs, err := k.kernel.ListRuns(tenantContext(t), res.ID, kernel.PageRequest{Limit: 10})
-	if err != nil || len(runs.Items) != 1 {
-		t.Fatalf("runs = %+v, %v; want one (the busy input was refused)", runs, err)
+	if err != nil || len(runs.Items) != 2 {
+		t.Fatalf("runs = %+v, %v; want two (the busy input was refused)", runs, err)
 	}
-	if st := runs.Items[0].State; st != session.RunCancelled {
-		t.Errorf("run state = %s, want cancelled", st)
+	for _, run := range runs.Items {
+		if run.State != session.RunCancelled {
+			t.Errorf("run %s state = %s, want cancelled", run.ID, run.State)
+		}
 	}
 	equal(t, "conversation", kinds(res.Transcript), []string{"message", "message", "tool wait error", "run-end run-end-cancelled"})
+	// The tab opened during the second run drew the first from the
+	// snapshot (which holds messages, not how runs ended), then the second.
+	equal(t, "conversation in a tab opened mid-run", kinds(res.Other), []string{
+		"message", "message", "tool wait error",
+		"message", "message", "tool wait error", "run-end run-end-cancelled",
+	})
+	equal(t, "messages in a tab opened mid-run", messages(res.Other), []string{
+		"user: take your time", "assistant: Working on it.", "user: once more", "assistant: Working on it.",
+	})
 }
 
 func TestConsole_ReloadMidRun(t *testing.T) {
@@ -422,6 +435,10 @@ func TestConsole_ReloadMidRun(t *testing.T) {
 	equal(t, "conversation after the first reload", kinds(res.Restored), []string{
 		"message", "reasoning", "message", "tool current_time done", "tool memory_set running", "approval",
 	})
+	// The second tab started from a snapshot, once; this tab resumed twice.
+	if i := slices.Index(res.Streams[1:], "?snapshot=messages"); i >= 0 {
+		res.Streams = slices.Delete(res.Streams, i+1, i+2)
+	}
 	wantResumes(t, res.Streams, 3)
 	// Reloaded again mid-answer: every token once, nothing missing.
 	equal(t, "conversation", messages(res.Transcript), []string{
@@ -430,6 +447,8 @@ func TestConsole_ReloadMidRun(t *testing.T) {
 	equal(t, "items", kinds(res.Transcript), []string{
 		"message", "reasoning", "message", "tool current_time done", "tool memory_set done", "approval", "message",
 	})
+	equal(t, "items in a tab opened mid-run", kinds(res.Other), kinds(res.Transcript))
+	equal(t, "conversation in a tab opened mid-run", messages(res.Other), messages(res.Transcript))
 }
 
 func TestConsole_RefusedRequestShowsDetail(t *testing.T) {

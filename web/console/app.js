@@ -4,7 +4,7 @@
 // no route reaches the server.
 
 import * as api from "./api.js";
-import { apply, forget, newState, resumePoint, save } from "./conversation.js";
+import { apply, forget, freshStart, resumePoint, save } from "./conversation.js";
 import { h, shortID, when } from "./dom.js";
 import { follow } from "./stream.js";
 import { ConversationView, showProblem } from "./view.js";
@@ -216,7 +216,7 @@ function onStreamProblem(s, p) {
     // deleted and made again, or the store was reset): start over.
     s.stream.close();
     forget(s.id);
-    startReading({ state: newState(), query: "after=0" });
+    startReading(freshStart());
     return;
   }
   setStreamStatus("ended");

@@ -11,17 +11,21 @@ export function newState() {
 
 // resumePoint is where a view of session id starts reading its stream,
 // and the one place that decides it. A tab that rendered this session
-// before (a reload, or a return to it) restores what it rendered and
-// resumes after the last event it had: nothing is missed or doubled.
-// Otherwise the log is read from its start.
-// (Once kerneld serves GET /sessions/{id}/events?snapshot=messages, a
-// view with nothing saved can start from that snapshot instead, which
-// apply() already understands: return { state: newState(),
-// query: "snapshot=messages" }.)
+// before (a reload, or a return to it from the list) restores what it
+// rendered and resumes after the last event it had: nothing is missed or
+// doubled, and the reasoning, approvals and errors of earlier runs are
+// still there. Otherwise it starts afresh.
 export function resumePoint(id) {
   const saved = load(id);
   if (saved) return { state: saved, query: `after=${saved.lastSeq}` };
-  return { state: newState(), query: "after=0" };
+  return freshStart();
+}
+
+// freshStart reads a session anew: a MESSAGES_SNAPSHOT of the history of
+// the runs that are over, then the run in progress from its start, then
+// live events, rather than every token of every run since the first.
+export function freshStart() {
+  return { state: newState(), query: "snapshot=messages" };
 }
 
 function load(id) {
@@ -47,6 +51,10 @@ export function save(id, state) {
 export function forget(id) {
   sessionStorage.removeItem(storePrefix + id);
 }
+
+// replacedAll, among the changed keys apply returns, means the items were
+// replaced: what was drawn of them must go.
+export const replacedAll = "*";
 
 const kerneldMeta = (ev) => (ev.metadata && ev.metadata.kerneld) || {};
 
@@ -143,6 +151,7 @@ const handlers = {
     // A snapshot replaces the conversation so far: what follows is the
     // running run, if any, then live events.
     state.items = [];
+    changed.add(replacedAll);
     for (const m of ev.messages || []) snapshotItems(state, m, changed);
   },
   CUSTOM(state, ev, changed, runId) {
@@ -186,7 +195,10 @@ function endRun(state, runId, changed, outcome, error) {
 // snapshotItems adds the items of one AG-UI message of a MESSAGES_SNAPSHOT.
 function snapshotItems(state, m, changed) {
   if (m.role === "tool") {
-    update(state, `t:${m.toolCallId}`, changed, (t) => { t.result = m.content; });
+    update(state, `t:${m.toolCallId}`, changed, (t) => {
+      t.result = m.content;
+      t.isError = Boolean(m.metadata && m.metadata.kerneld && m.metadata.kerneld.isError);
+    });
     return;
   }
   if (m.content) add(state, { kind: "message", key: `m:${m.id}`, role: m.role, text: m.content, open: false }, changed);

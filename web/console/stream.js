@@ -113,13 +113,15 @@ export function follow(id, query, { onEvent, onStatus, onProblem }) {
   function dispatch(frame) {
     if (frame.data.length === 0 || closed) return;
     const seq = Number(frame.id);
-    if (frame.id !== "" && seq <= lastSeq) return; // already handed on
     let ev;
     try {
       ev = JSON.parse(frame.data.join("\n"));
     } catch {
       return; // not an event kerneld sends
     }
+    // A snapshot has no seq of its own: its id repeats the event's before it.
+    const handedOn = ev.type === "MESSAGES_SNAPSHOT" ? seq < lastSeq : seq <= lastSeq;
+    if (frame.id !== "" && handedOn) return;
     if (frame.id !== "") lastSeq = seq;
     failures = 0; // the connection works: a drop after it reconnects at once
     onEvent(ev, seq);

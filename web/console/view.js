@@ -1,6 +1,7 @@
 // Renders a conversation's items (see conversation.js) into the DOM,
 // touching only the items that changed, so a token costs one text update.
 
+import { replacedAll } from "./conversation.js";
 import { h } from "./dom.js";
 
 export class ConversationView {
@@ -21,7 +22,7 @@ export class ConversationView {
   // added in order, and the changed ones are redrawn.
   render(state, changed) {
     const follow = this.atBottom();
-    if (state.items.length < this.nodes.size) this.reset(); // a snapshot replaced the conversation
+    if (changed.has(replacedAll)) this.reset(); // a snapshot replaced the conversation
     for (const item of state.items) {
       let node = this.nodes.get(item.key);
       if (!node) {

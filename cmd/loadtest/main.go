@@ -76,7 +76,7 @@ type options struct {
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var (
-		o                 options
+		o                           options
 		stores, workNames, replicas string
 		quick                       bool
 	)

@@ -506,6 +506,7 @@ var specSession = map[string]any{
 	"id": specSessionID, "agent": "echo", "name": "", "metadata": map[string]any{},
 	"state": "active", "parent_id": nil, "root_id": specSessionID, "depth": 0, "tenant": "default",
 	"active_run_id": nil, "last_seq": 0, "ttl": nil, "expires_at": nil, "inherit": nil,
+	"forked_from": nil, "closed_reason": nil,
 	"created_at": "2025-06-15T15:06:40Z", "updated_at": "2025-06-15T15:06:40Z",
 }
 

@@ -59,22 +59,24 @@ type updateSessionRequest struct {
 func (req updateSessionRequest) Validate() error { return nil }
 
 type sessionResponse struct {
-	ID          string            `json:"id"`
-	Agent       string            `json:"agent"`
-	Name        *string           `json:"name"`
-	Metadata    map[string]string `json:"metadata"`
-	State       session.State     `json:"state"`
-	ParentID    *string           `json:"parent_id"`
-	RootID      string            `json:"root_id"`
-	Depth       int               `json:"depth"`
-	Tenant      string            `json:"tenant"`
-	ActiveRunID *string           `json:"active_run_id"`
-	LastSeq     int64             `json:"last_seq"`
-	TTL         *string           `json:"ttl"`
-	ExpiresAt   *time.Time        `json:"expires_at"`
-	Inherit     *inheritBody      `json:"inherit"`
-	CreatedAt   time.Time         `json:"created_at"`
-	UpdatedAt   time.Time         `json:"updated_at"`
+	ID           string              `json:"id"`
+	Agent        string              `json:"agent"`
+	Name         *string             `json:"name"`
+	Metadata     map[string]string   `json:"metadata"`
+	State        session.State       `json:"state"`
+	ParentID     *string             `json:"parent_id"`
+	RootID       string              `json:"root_id"`
+	Depth        int                 `json:"depth"`
+	Tenant       string              `json:"tenant"`
+	ActiveRunID  *string             `json:"active_run_id"`
+	LastSeq      int64               `json:"last_seq"`
+	TTL          *string             `json:"ttl"`
+	ExpiresAt    *time.Time          `json:"expires_at"`
+	Inherit      *inheritBody        `json:"inherit"`
+	ForkedFrom   *forkedFromResponse `json:"forked_from"`
+	ClosedReason *string             `json:"closed_reason"`
+	CreatedAt    time.Time           `json:"created_at"`
+	UpdatedAt    time.Time           `json:"updated_at"`
 }
 
 func toSessionResponse(s session.Session) sessionResponse {
@@ -90,12 +92,16 @@ func toSessionResponse(s session.Session) sessionResponse {
 	if s.InheritMemory != "" {
 		inherit = &inheritBody{Memory: s.InheritMemory}
 	}
-	return sessionResponse{
+	out := sessionResponse{
 		ID: s.ID, Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State,
 		ParentID: nullable(s.ParentID), RootID: s.RootID, Depth: s.Depth, Tenant: s.Tenant,
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
-		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
+		ClosedReason: nullable(s.ClosedReason), CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
+	if s.ForkedFrom != "" {
+		out.ForkedFrom = &forkedFromResponse{SessionID: s.ForkedFrom, MessagePosition: s.ForkPosition}
+	}
+	return out
 }
 
 // listResponse is one page of a list.
@@ -141,7 +147,8 @@ func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) error
 	}
 	q := r.URL.Query()
 	p, err := s.kernel.ListSessions(r.Context(), kernel.ListSessions{
-		Agent: q.Get("agent"), State: session.State(q.Get("state")), ParentID: q.Get("parent_id"), Page: page,
+		Agent: q.Get("agent"), State: session.State(q.Get("state")), ParentID: q.Get("parent_id"),
+		ForkedFrom: q.Get("forked_from"), Page: page,
 	})
 	if err != nil {
 		return err

@@ -15,10 +15,24 @@ import (
 // streams end after their final events. The history stays readable until
 // the session is deleted.
 func (k *Kernel) CloseSession(ctx context.Context, id string) (session.Session, error) {
+	return k.CloseSessionWithReason(ctx, id, "")
+}
+
+// MaxClosedReasonLen bounds the reason a client gives for closing a
+// session, in bytes.
+const MaxClosedReasonLen = 1024
+
+// CloseSessionWithReason is CloseSession recording why the session was
+// closed, when reason is set, as its ClosedReason; its children record
+// that their parent was closed. Closing a closed session changes nothing.
+func (k *Kernel) CloseSessionWithReason(ctx context.Context, id, reason string) (session.Session, error) {
+	if len(reason) > MaxClosedReasonLen {
+		return session.Session{}, errdefs.Invalid("reason", fmt.Sprintf("longer than %d bytes", MaxClosedReasonLen))
+	}
 	if _, err := k.GetSession(ctx, id); err != nil {
 		return session.Session{}, err
 	}
-	return k.closeSession(ctx, id)
+	return k.closeSession(ctx, id, reason)
 }
 
 // DeleteSession cancels the session's run and deletes the session with its
@@ -62,7 +76,7 @@ func (k *Kernel) deleteSession(ctx context.Context, id string, cascade bool) err
 			return err
 		}
 	}
-	s, err := k.closeSession(ctx, id)
+	s, err := k.closeSession(ctx, id, "")
 	if err != nil {
 		return err
 	}
@@ -105,15 +119,19 @@ func closeState(s *session.Session, now time.Time) error {
 // closed, its runs are stopped and recorded, and, if it was open, every
 // replica's observers are told it ended. A parent's runs are stopped
 // before its children close, so a run waiting on a child it spawned ends
-// cancelled rather than seeing the child end under it. It returns the
-// closed session.
-func (k *Kernel) closeSession(ctx context.Context, id string) (session.Session, error) {
+// cancelled rather than seeing the child end under it. reason, when set,
+// is recorded as the session's ClosedReason. It returns the closed
+// session.
+func (k *Kernel) closeSession(ctx context.Context, id, reason string) (session.Session, error) {
 	wasOpen := false
 	err := k.updateSession(ctx, id, func(s *session.Session) error {
 		if s.State == session.StateClosed {
 			return errUnchanged
 		}
 		wasOpen = true
+		if reason != "" {
+			s.ClosedReason = reason
+		}
 		return closeState(s, k.now().UTC())
 	})
 	if err != nil {
@@ -148,7 +166,8 @@ func (k *Kernel) closeChildren(ctx context.Context, id string) error {
 		if c.State == session.StateClosed {
 			continue
 		}
-		if _, err := k.closeSession(ctx, c.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		reason := "parent session " + id + " was closed"
+		if _, err := k.closeSession(ctx, c.ID, reason); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			return err
 		}
 	}
@@ -250,4 +269,9 @@ func idleState(ended session.Run) session.State {
 		return session.StateError
 	}
 	return session.StateCompleted
+}
+
+// sessionClosed is the error of a change a closed session refuses.
+func sessionClosed(id string) error {
+	return errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", id)
 }

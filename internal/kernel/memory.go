@@ -56,7 +56,7 @@ func (k *Kernel) PutMemory(ctx context.Context, sessionID, key string, value jso
 		return session.MemoryEntry{}, err
 	}
 	if s.State == session.StateClosed {
-		return session.MemoryEntry{}, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", s.ID)
+		return session.MemoryEntry{}, sessionClosed(s.ID)
 	}
 	return k.putMemory(ctx, sessionID, key, value)
 }
@@ -79,13 +79,17 @@ func (k *Kernel) putMemory(ctx context.Context, sessionID, key string, value jso
 
 // DeleteMemory removes one entry of a session's memory.
 func (k *Kernel) DeleteMemory(ctx context.Context, sessionID, key string) error {
-	if _, err := k.GetSession(ctx, sessionID); err != nil {
+	s, err := k.GetSession(ctx, sessionID)
+	if err != nil {
 		return err
+	}
+	if s.State == session.StateClosed {
+		return sessionClosed(s.ID)
 	}
 	if err := checkMemoryKey(key); err != nil {
 		return err
 	}
-	err := k.store.DeleteMemory(ctx, sessionID, key)
+	err = k.store.DeleteMemory(ctx, sessionID, key)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return session.MemoryKeyNotFound(key)
 	}

@@ -125,12 +125,13 @@ func (k *Kernel) expire(ctx context.Context, id string, now time.Time) (closed b
 			return errUnchanged // used since it was listed
 		}
 		closed = true
+		s.ClosedReason = "idle longer than its ttl"
 		return closeState(s, now)
 	})
 	if err != nil || !closed {
 		return false, err
 	}
-	s, err := k.closeSession(ctx, id) // closed above, so it is told here
+	s, err := k.closeSession(ctx, id, "") // closed above, so it is told here
 	if err != nil {
 		return true, err
 	}

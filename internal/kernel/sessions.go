@@ -35,10 +35,11 @@ type SessionUpdate struct {
 
 // ListSessions is a request to list sessions. Empty filters match all.
 type ListSessions struct {
-	Agent    string
-	State    session.State
-	ParentID string
-	Page     PageRequest
+	Agent      string
+	State      session.State
+	ParentID   string
+	ForkedFrom string // forks of this session
+	Page       PageRequest
 }
 
 // CreateSession creates a session for an agent, as a child of ParentID
@@ -215,7 +216,7 @@ func (k *Kernel) ListSessions(ctx context.Context, req ListSessions) (Page[sessi
 	}
 	items, err := k.store.ListSessions(ctx, SessionQuery{
 		Tenant: TenantFrom(ctx), Agent: req.Agent, State: req.State, ParentID: req.ParentID,
-		After: after, Limit: limit + 1,
+		ForkedFrom: req.ForkedFrom, After: after, Limit: limit + 1,
 	})
 	if err != nil {
 		return Page[session.Session]{}, fmt.Errorf("list sessions: %w", err)
@@ -238,6 +239,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 	}
 	var out session.Session
 	err := k.updateSession(ctx, id, func(s *session.Session) error {
+		if s.State == session.StateClosed {
+			return sessionClosed(s.ID)
+		}
 		if u.Name != nil {
 			s.Name = *u.Name
 		}

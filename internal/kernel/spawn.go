@@ -227,7 +227,7 @@ func (r *runner) startChild(args spawnArgs, child agents.Spec) (session.Session,
 // answer, and an open child would count against max_children.
 func (k *Kernel) awaitChild(ctx context.Context, sessionID, runID string) (string, error) {
 	defer func() {
-		if _, err := k.closeSession(context.WithoutCancel(ctx), sessionID); err != nil {
+		if _, err := k.closeSession(context.WithoutCancel(ctx), sessionID, ""); err != nil {
 			k.log.Error("close child session", "session", sessionID, "err", err)
 		}
 	}()

@@ -1,6 +1,9 @@
 package session
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strconv"
+)
 
 // aguiMessage is a history message in AG-UI 1.0's Message shape (the
 // schemas of @ag-ui/core: UserMessage, AssistantMessage, ToolMessage,
@@ -68,4 +71,22 @@ func toAGUIMessage(m *Message) aguiMessage {
 		a.Error, a.Metadata.Kerneld.IsError = m.Content, true
 	}
 	return a
+}
+
+// RunStartedFrom opens a run that branches from parentRunID, a run of
+// another thread, as AG-UI marks a fork; "" is a plain RunStarted.
+func RunStartedFrom(threadID, runID, parentRunID string) Event {
+	return newObject(EventRunStarted).str("threadId", threadID).str("runId", runID).
+		optStr("parentRunId", parentRunID).str("protocolVersion", ProtocolVersion).event(EventRunStarted)
+}
+
+// ForkMeta is the metadata.kerneld member of a fork's first RUN_STARTED:
+// the session it was forked from and the position of the last message it
+// kept.
+func ForkMeta(sessionID string, position int64) json.RawMessage {
+	b := []byte(`{"forkedFrom":{"sessionId":`)
+	b = appendString(b, sessionID)
+	b = append(b, `,"messagePosition":`...)
+	b = strconv.AppendInt(b, position, 10)
+	return json.RawMessage(append(b, "}}"...))
 }

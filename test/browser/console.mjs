@@ -95,7 +95,23 @@ const scenarios = {
     await page.selectOption("#filter-state", "completed");
     await page.waitForSelector(`#sessions a[data-id="${id}"]`);
     const listed = await page.$$eval("#sessions a", (els) => els.map((el) => el.dataset.id));
-    return { id, agents, listed, transcript: await transcript(page) };
+    const chat = await transcript(page);
+    // Regenerate the last answer (in a fork), fork that, and close the fork.
+    await page.click("#regenerate");
+    await page.waitForFunction((id) => !location.hash.endsWith(id), id);
+    await page.waitForFunction(() => document.querySelectorAll("#conversation .msg-assistant:not(.streaming)").length === 2);
+    await waitIdle(page, "completed");
+    const regenerated = await transcript(page);
+    const regeneratedID = await page.evaluate(() => decodeURIComponent(location.hash.slice(4)));
+    await page.click("#fork");
+    await page.waitForFunction((id) => !location.hash.endsWith(id), regeneratedID);
+    await page.waitForFunction(() => document.querySelectorAll("#conversation .msg").length === 4);
+    const forked = await transcript(page);
+    page.once("dialog", (d) => d.accept());
+    await page.click("#close-session");
+    await page.waitForFunction(() => document.getElementById("session-state").textContent === "closed");
+    const closed = await page.evaluate(() => document.getElementById("input").disabled);
+    return { id, agents, listed, transcript: chat, regenerated, forked, closed };
   },
 
   // child: a child session opens in its own view from its parent's; then a

@@ -193,7 +193,10 @@ type result struct {
 	Restored        []item   `json:"restored"`
 	Args            []string `json:"args"`
 	Child           []item   `json:"child"`
-	Other           []item   `json:"other"` // the reload scenario's second tab
+	Other           []item   `json:"other"` // a second tab's
+	Regenerated     []item   `json:"regenerated"`
+	Forked          []item   `json:"forked"`
+	Closed          bool     `json:"closed"`
 	Failed          []item   `json:"failed"`
 	Problem         string   `json:"problem"`
 	BusyProblem     string   `json:"busyProblem"`
@@ -340,10 +343,16 @@ func TestConsole_Chat(t *testing.T) {
 		}
 	}
 	equal(t, "sessions of echo, completed", res.Listed, []string{res.ID})
-	equal(t, "conversation", messages(res.Transcript), []string{
+	chat := []string{
 		"user: hello from the browser", "assistant: hello from the browser",
 		"user: and a second line", "assistant: and a second line",
-	})
+	}
+	equal(t, "conversation", messages(res.Transcript), chat)
+	equal(t, "regenerated, in a fork", messages(res.Regenerated), chat)
+	equal(t, "forked", messages(res.Forked), chat)
+	if !res.Closed {
+		t.Error("the closed fork still takes input")
+	}
 }
 
 // TestConsole_ChildAndFailure: a child session is linked to its own

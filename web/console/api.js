@@ -102,3 +102,10 @@ export function decideApproval(id, runID, toolCallID, decision, reason) {
   return request("POST", `/sessions/${enc(id)}/runs/${enc(runID)}/approvals/${enc(toolCallID)}`,
     { decision, reason: reason || null });
 }
+
+// The conversation controls: a fork copies the history into a new
+// session; regenerate answers a run's input again, in a fork; close ends
+// the session for good (it stays readable).
+export const forkSession = (id) => request("POST", `/sessions/${enc(id)}/fork`);
+export const regenerateRun = (id, runID) => request("POST", `/sessions/${enc(id)}/runs/${enc(runID)}/regenerate`);
+export const closeSession = (id) => request("POST", `/sessions/${enc(id)}/close`);

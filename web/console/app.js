@@ -248,8 +248,9 @@ async function refreshSession() {
     const badge = $("session-state");
     badge.textContent = session.state;
     badge.className = `badge state-${session.state}`;
-    $("session-parent").replaceChildren(session.parent_id
-      ? h("a", { href: `#/s/${encodeURIComponent(session.parent_id)}` }, "parent session") : "");
+    $("session-parent").replaceChildren(
+      session.parent_id ? h("a", { href: `#/s/${encodeURIComponent(session.parent_id)}` }, "parent session") : "",
+      session.forked_from ? h("a", { href: `#/s/${encodeURIComponent(session.forked_from.session_id)}` }, "forked from") : "");
     updateBusy();
   } catch (p) {
     if (s === current && asked === s.refreshes) showProblem($("session-problem"), p);
@@ -272,7 +273,8 @@ function updateBusy() {
   // Screen readers announce the answer once it is complete, not per token.
   $("conversation").setAttribute("aria-busy", String(busy));
   const closed = current && current.session && current.session.state === "closed";
-  $("input").disabled = $("send").disabled = Boolean(closed);
+  $("input").disabled = $("send").disabled = $("close-session").disabled = Boolean(closed);
+  $("regenerate").hidden = busy || !current || !current.state.lastRunId;
   if (closed) $("input").placeholder = "This session is closed.";
 }
 
@@ -316,6 +318,24 @@ async function cancelRun() {
   }
 }
 
+// control runs one of the session's controls from button: it shows a
+// refusal's problem, and opens the session the control answers with.
+async function control(button, action) {
+  button.disabled = true;
+  try {
+    const session = await action();
+    $("session-problem").hidden = true;
+    if (session && session.id !== current.id) location.hash = `#/s/${encodeURIComponent(session.id)}`;
+    else refreshSession();
+    loadSessionsSoon();
+  } catch (p) {
+    showProblem($("session-problem"), p);
+  } finally {
+    button.disabled = false;
+    updateBusy();
+  }
+}
+
 function decide(item, decision, reason) {
   return api.decideApproval(current.id, item.runId, item.toolCallId, decision, reason);
 }
@@ -349,6 +369,14 @@ function wire() {
     }
   });
   $("cancel-run").addEventListener("click", cancelRun);
+  $("fork").addEventListener("click", () => control($("fork"), () => api.forkSession(current.id)));
+  $("regenerate").addEventListener("click", () => control($("regenerate"),
+    async () => (await api.regenerateRun(current.id, current.state.lastRunId)).session));
+  $("close-session").addEventListener("click", () => {
+    if (confirm("Close this session? It stays readable, but takes no more input.")) {
+      control($("close-session"), () => api.closeSession(current.id));
+    }
+  });
   window.addEventListener("hashchange", route);
   // Keep what is rendered when the tab goes away, so a reload resumes it.
   window.addEventListener("pagehide", () => current && save(current.id, current.state));

@@ -42,7 +42,7 @@ function load(id) {
 // full the saved copy is dropped: a reload then replays the log.
 export function save(id, state) {
   try {
-    sessionStorage.setItem(storePrefix + id, JSON.stringify({ v: state.v, lastSeq: state.lastSeq, activeRunId: state.activeRunId, items: state.items }));
+    sessionStorage.setItem(storePrefix + id, JSON.stringify(state));
   } catch {
     forget(id);
   }
@@ -152,7 +152,10 @@ const handlers = {
     // running run, if any, then live events.
     state.items = [];
     changed.add(replacedAll);
-    for (const m of ev.messages || []) snapshotItems(state, m, changed);
+    for (const m of ev.messages || []) {
+      snapshotItems(state, m, changed);
+      if (m.role === "user" && m.metadata && m.metadata.kerneld) state.lastRunId = m.metadata.kerneld.runId;
+    }
   },
   CUSTOM(state, ev, changed, runId) {
     const v = ev.value || {};
@@ -181,6 +184,7 @@ const handlers = {
 
 function endRun(state, runId, changed, outcome, error) {
   if (state.activeRunId === runId) state.activeRunId = null;
+  state.lastRunId = runId; // the run Regenerate answers again
   // A run that answered needs no marker; any other ending is said plainly.
   if (outcome !== "succeeded") add(state, { kind: "end", key: `end:${runId}`, runId, outcome, error }, changed);
   // Whatever still waits for a decision was cancelled with the run.

@@ -16,7 +16,8 @@ import (
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
 	// authenticate runs before routing: without a key, no path or method
-	// is told apart from another (only /healthz is open). cors runs before
+	// is told apart from another (only /healthz and the console's files are
+	// open). cors runs before
 	// it: a browser's preflight carries no key.
 	r.Use(middleware.RequestID, s.logRequests, s.recoverPanics, s.cors, s.authenticate, s.paceBody, s.limitBody, s.checkQuery)
 	r.NotFound(s.handle(s.handleNotFound))
@@ -25,6 +26,8 @@ func (s *Server) routes() chi.Router {
 	r.Get("/readyz", s.handle(s.handleReady))
 	r.Get("/openapi.yaml", s.handle(s.handleOpenAPI))
 	r.With(s.requireOperator).Get("/metrics", s.handle(s.handleMetrics))
+	r.Get("/", s.handle(s.handleConsoleIndex)) // the web console: no key needed
+	r.Get(consolePrefix+"{file}", s.handle(s.handleConsoleFile))
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireTenant, s.limitRequests, s.strictQuery)
 		r.With(s.timeout).Get("/usage", s.handle(s.handleUsage))

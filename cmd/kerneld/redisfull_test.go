@@ -56,6 +56,11 @@ func TestCluster_RedisRefusesWrites(t *testing.T) {
 		t.Fatalf("run = %v while its end cannot be recorded, want running", run)
 	}
 
+	// The run must have met the refusal itself, not only the requests
+	// above, which may all have come between two of its appends.
+	pollUntil(t, "the run's append refused", func() bool {
+		return strings.Contains(a.logs.String(), "the store failed mid-run")
+	})
 	configSet("maxmemory", "0") // writes again
 	waitRunState(t, a.base, id, runID, "interrupted")
 	if !runEnded(seen[len(seen)-1]) {

@@ -56,6 +56,9 @@ var refusals = []struct{ code, reason string }{
 	{"READONLY", "Redis is a read-only replica"},
 	{"LOADING", "Redis is loading its data"},
 	{"MASTERDOWN", "Redis lost its primary"},
+	// A MULTI whose queued command was refused (OOM, mostly) fails as a
+	// whole with EXECABORT; kerneld queues no malformed commands.
+	{"EXECABORT", "Redis refused a command of a transaction"},
 }
 
 // unavailable returns err as an *errdefs.StorageError when it is one of

@@ -25,7 +25,7 @@ func (s *Server) writeSessions(w http.ResponseWriter, r *http.Request, p kernel.
 // its record says).
 func (s *Server) runResponses(r *http.Request, p kernel.Page[session.Run]) (listResponse[runResponse], error) {
 	out := toList(p, toRunResponse)
-	statuses, err := s.kernel.RunStatuses(r.Context(), r.PathValue("id"), p.Items)
+	statuses, err := s.kernel.RunStatuses(r.Context(), p.Items)
 	if err != nil {
 		return out, err
 	}

@@ -57,24 +57,25 @@ func (k *Kernel) SessionStatus(ctx context.Context, s session.Session) (session.
 	return st[0], nil
 }
 
-// RunStatuses returns the status of each of runs, all of session
-// sessionID: a running run is stalled when the session's newest event
-// says so.
-func (k *Kernel) RunStatuses(ctx context.Context, sessionID string, runs []session.Run) ([]session.Status, error) {
+// RunStatuses returns the status of each of runs: a running run is
+// stalled when its session's newest event says so.
+func (k *Kernel) RunStatuses(ctx context.Context, runs []session.Run) ([]session.Status, error) {
 	out := make([]session.Status, len(runs))
 	for i := range runs {
 		out[i] = session.RunStatusOf(&runs[i])
 		if out[i] != session.StatusRunning {
 			continue
 		}
-		s, err := k.store.GetSession(ctx, sessionID)
+		// The run's SessionID is the key its session is stored under,
+		// whatever id the client named it by.
+		s, err := k.store.GetSession(ctx, runs[i].SessionID)
 		if err != nil {
 			return nil, fmt.Errorf("get session: %w", err)
 		}
 		if s.ActiveRunID != runs[i].ID {
 			continue
 		}
-		stalled, err := k.stalled(ctx, sessionID, s.LastSeq)
+		stalled, err := k.stalled(ctx, s.ID, s.LastSeq)
 		if err != nil {
 			return nil, err
 		}

@@ -230,8 +230,7 @@ func TestRuns_ListGetMessagesEventPages(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, run.ID, again.ID, "the same key answers the same run")
 
-	got, err := c.GetRun(ctx, s.ID, run.ID)
-	require.NoError(t, err)
+	got := waitRun(t, c, s.ID, run.ID) // its record ends just after its last event is out
 	assert.Equal(t, client.RunSucceeded, got.State)
 	assert.Equal(t, int64(1), got.StartSeq)
 	assert.Equal(t, last.Seq, got.EndSeq)
@@ -326,8 +325,8 @@ func TestStreamRun_ResumesAfterCut(t *testing.T) {
 	requireGapless(t, evs, 1)
 	assert.Equal(t, "a b c d e f g h i j k l m n o p q r s t u v w x y z", assistantText(evs))
 	assert.Equal(t, client.RunFinished, evs[len(evs)-1].Type)
-	run, err := c.GetRun(ctx, s.ID, stream.RunID())
-	require.NoError(t, err)
+	// The run's record says it ended just after its last event is out.
+	run := waitRun(t, c, s.ID, stream.RunID())
 	assert.Equal(t, run.EndSeq, evs[len(evs)-1].Seq, "the stream ends with the run's last event")
 }
 

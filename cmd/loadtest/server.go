@@ -29,18 +29,11 @@ const (
 // scripted model can stream it (token_delay 0). N input words make N
 // assistant TEXT_MESSAGE_CONTENT events.
 const (
-	configYAML = `# kerneld as the load test runs it: the defaults, but no quotas (the load
-# is one tenant's, far above any tenant's fair share). Address, store, data
+	configYAML = `# kerneld as the load test runs it: the defaults. Address, store, data
 # directory and agents directory are flags, since each replica has its own.
 log:
   format: text
   level: info
-quotas:
-  requests_per_second: 0
-  max_sessions: 0
-  runs_per_minute: 0
-  max_concurrent_runs: 0
-  tokens_per_day: 0
 `
 	agentYAML = `name: echo
 description: Echoes the input back as fast as the scripted model streams.
@@ -63,6 +56,14 @@ model:
 system_prompt: You repeat the user's input back to them.
 `
 )
+
+// noQuotas lifts the per-tenant quotas: the load is one tenant's, far
+// above any tenant's fair share. They are set in the environment, not the
+// config file, which a build from before quotas (-base) would refuse.
+var noQuotas = []string{
+	"KERNELD_REQUESTS_PER_SECOND=0", "KERNELD_MAX_SESSIONS=0", "KERNELD_RUNS_PER_MINUTE=0",
+	"KERNELD_MAX_CONCURRENT_RUNS=0", "KERNELD_TOKENS_PER_DAY=0",
+}
 
 // serverSpec says how to start kerneld for one workload.
 type serverSpec struct {
@@ -182,6 +183,7 @@ func startServer(ctx context.Context, hc *http.Client, spec serverSpec, i int) (
 	s.cmd = exec.Command(name, args...)    //nolint:noctx // stopped with SIGTERM by stop, never killed with a context
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	s.cmd.Env = append(os.Environ(), "KERNELD_REDIS_PREFIX="+spec.redisPrefix)
+	s.cmd.Env = append(s.cmd.Env, noQuotas...)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // no server outlives the load test
 	if err := s.run(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)

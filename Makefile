@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: build run cluster test test-integration lint lint-api bench loadtest golden check agui mcp testdeps docker clean
+.PHONY: build run cluster test test-integration lint lint-api bench loadtest soak golden check agui mcp browser screenshot testdeps docker clean
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kerneld ./cmd/kerneld
@@ -31,8 +31,21 @@ mcp:
 			|| echo "npm ci failed (offline?): reference MCP server tests will be skipped"; \
 	else echo "npm not found: reference MCP server tests will be skipped"; fi
 
+# browser installs playwright-core for the web console's browser tests,
+# when npm is available; never a browser: they use Debian's Chromium
+# (apt-get install chromium). Without either, those tests skip and say why.
+browser:
+	@if command -v npm >/dev/null 2>&1; then \
+		[ -d test/browser/node_modules/playwright-core ] || PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix test/browser --no-audit --no-fund --loglevel=error \
+			|| echo "npm ci failed (offline?): browser tests will be skipped"; \
+	else echo "npm not found: browser tests will be skipped"; fi
+
+# screenshot rewrites docs/console.png, the README's picture of the console.
+screenshot: browser
+	go test -count=1 -run TestConsole_ReloadMidRun ./test/browser -update
+
 # testdeps installs what the optional test suites need.
-testdeps: agui mcp
+testdeps: agui mcp browser
 
 test: testdeps
 	go test -race -count=1 -timeout 30m ./...
@@ -78,6 +91,15 @@ loadtest: build
 	@if command -v taskset >/dev/null 2>&1 && [ "$$(nproc --all)" -ge 2 ]; then \
 		taskset -c 1 bin/loadtest $(LOADTEST_ARGS); \
 	else echo "taskset not found or one CPU: the load generator runs unpinned"; bin/loadtest $(LOADTEST_ARGS); fi
+
+# soak drives a mixed load (conversations with tools and reconnecting
+# subscribers, cancels, busy posts, deletes) against a kerneld it starts
+# on loopback, for 10 minutes by default, and fails on any 5xx, seq gap or
+# duplicate, unfinished run, or memory, goroutines or descriptors not back
+# near where they started. SOAK_ARGS='-short' (60 s) or '-duration 3m'.
+soak: build
+	CGO_ENABLED=0 go build -trimpath -o bin/loadtest ./cmd/loadtest
+	bin/loadtest soak $(SOAK_ARGS)
 
 golden:
 	go test ./internal/httpapi -run Golden -update

@@ -114,6 +114,9 @@ type SessionsConfig struct {
 	MaxInputBytes       int           `yaml:"max_input_bytes"`
 	ToolTimeout         time.Duration `yaml:"tool_timeout"`
 	MaxQueued           int           `yaml:"max_queued"` // inputs waiting behind a session's active run
+	// StallAfter is how long a running run may log nothing before its
+	// status is stalled and its stream says so.
+	StallAfter time.Duration `yaml:"stall_after"`
 }
 
 // DefaultConfig returns the configuration used where nothing else is set.
@@ -134,6 +137,7 @@ func DefaultConfig() Config {
 			DeleteAfter: 24 * time.Hour, SweepInterval: time.Minute,
 			MaxMemoryEntries: l.MaxMemoryEntries, MaxMemoryValueBytes: l.MaxMemoryValueBytes,
 			MaxInputBytes: l.MaxInputBytes, ToolTimeout: l.ToolTimeout, MaxQueued: l.MaxQueued,
+			StallAfter: kernel.DefaultStallAfter,
 		},
 	}
 }
@@ -333,8 +337,8 @@ func expandEnv(b []byte, getenv func(string) string) []byte {
 func (c Config) Validate() error {
 	var errs []error
 	errs = append(errs, c.Store.check())
-	if c.Sessions.TTL < 0 || c.Sessions.DeleteAfter <= 0 || c.Sessions.SweepInterval <= 0 {
-		errs = append(errs, errors.New("sessions: ttl must not be negative; delete_after and sweep_interval must be positive"))
+	if c.Sessions.TTL < 0 || c.Sessions.DeleteAfter <= 0 || c.Sessions.SweepInterval <= 0 || c.Sessions.StallAfter <= 0 {
+		errs = append(errs, errors.New("sessions: ttl must not be negative; delete_after, sweep_interval and stall_after must be positive"))
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		errs = append(errs, fmt.Errorf("log.format: must be text or json, not %q", c.Log.Format))

@@ -187,9 +187,10 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	d.kernel, err = kernel.New(kernel.Config{
 		Agents: d.registry, Tools: d.tools, Store: d.metrics.Store(db),
 		Limits: cfg.limits(), Retention: cfg.retention(), Replication: repl, Quotas: d.quotas,
-		Observers: []kernel.Observer{d.streams, d.metrics, kernel.LogObserver{Log: d.log.With("system", "kernel")}},
-		Logger:    d.log.With("system", "kernel"),
-		MCP:       mcp.Options{Logger: d.log}, // it adds system=mcp
+		StallAfter: cfg.Sessions.StallAfter,
+		Observers:  []kernel.Observer{d.streams, d.metrics, kernel.LogObserver{Log: d.log.With("system", "kernel")}},
+		Logger:     d.log.With("system", "kernel"),
+		MCP:        mcp.Options{Logger: d.log}, // it adds system=mcp
 	})
 	if err == nil && d.repl != nil {
 		d.repl.start(d.kernel)

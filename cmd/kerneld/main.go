@@ -34,6 +34,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		case "healthcheck":
 			return healthcheck(ctx, args[1:], getenv, stderr)
 		}
+		if isCLICommand(args) {
+			return cliMain(ctx, args, getenv, stdout, stderr)
+		}
 	}
 	f, err := parseFlags(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {

@@ -130,8 +130,14 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-// run is main with its dependencies passed in.
+// run is main with its dependencies passed in. "loadtest soak …" runs
+// the soak instead (see soak.go).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "soak" {
+		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runSoak(ctx, args[1:], stdout, stderr)
+	}
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

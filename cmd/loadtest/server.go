@@ -29,18 +29,11 @@ const (
 // scripted model can stream it (token_delay 0). N input words make N
 // assistant TEXT_MESSAGE_CONTENT events.
 const (
-	configYAML = `# kerneld as the load test runs it: the defaults, but no quotas (the load
-# is one tenant's, far above any tenant's fair share). Address, store, data
+	configYAML = `# kerneld as the load test runs it: the defaults. Address, store, data
 # directory and agents directory are flags, since each replica has its own.
 log:
   format: text
   level: info
-quotas:
-  requests_per_second: 0
-  max_sessions: 0
-  runs_per_minute: 0
-  max_concurrent_runs: 0
-  tokens_per_day: 0
 `
 	agentYAML = `name: echo
 description: Echoes the input back as fast as the scripted model streams.
@@ -64,6 +57,14 @@ system_prompt: You repeat the user's input back to them.
 `
 )
 
+// noQuotas lifts the per-tenant quotas: the load is one tenant's, far
+// above any tenant's fair share. They are set in the environment, not the
+// config file, which a build from before quotas (-base) would refuse.
+var noQuotas = []string{
+	"KERNELD_REQUESTS_PER_SECOND=0", "KERNELD_MAX_SESSIONS=0", "KERNELD_RUNS_PER_MINUTE=0",
+	"KERNELD_MAX_CONCURRENT_RUNS=0", "KERNELD_TOKENS_PER_DAY=0",
+}
+
 // serverSpec says how to start kerneld for one workload.
 type serverSpec struct {
 	binary      string
@@ -73,6 +74,8 @@ type serverSpec struct {
 	dir         string // a fresh scratch directory: config, agents, data, logs
 	redisURL    string // the redis store's server
 	redisPrefix string // the redis store's keys for this workload alone
+	// agents are more agent files, by name, beside the echo and paced agents.
+	agents map[string]string
 }
 
 // cluster is the kerneld processes serving one workload, one process and
@@ -92,7 +95,7 @@ func startCluster(ctx context.Context, hc *http.Client, spec serverSpec) (*clust
 	if spec.replicas != 1 && spec.store != "redis" {
 		return nil, fmt.Errorf("%d replicas of the %s store: only the redis store is shared", spec.replicas, spec.store)
 	}
-	if err := writeFiles(spec.dir); err != nil {
+	if err := writeFiles(spec.dir, spec.agents); err != nil {
 		return nil, err
 	}
 	c := &cluster{spec: spec}
@@ -123,12 +126,17 @@ func (c *cluster) stop() error {
 	return errors.Join(errs...)
 }
 
-func writeFiles(dir string) error {
+func writeFiles(dir string, agents map[string]string) error {
 	if err := os.MkdirAll(filepath.Join(dir, "agents"), 0o755); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "kerneld.yaml"), []byte(configYAML), 0o644); err != nil {
 		return err
+	}
+	for name, def := range agents {
+		if err := os.WriteFile(filepath.Join(dir, "agents", name+".yaml"), []byte(def), 0o644); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "agents", "echo.yaml"), []byte(agentYAML), 0o644); err != nil {
 		return err
@@ -175,6 +183,7 @@ func startServer(ctx context.Context, hc *http.Client, spec serverSpec, i int) (
 	s.cmd = exec.Command(name, args...)    //nolint:noctx // stopped with SIGTERM by stop, never killed with a context
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	s.cmd.Env = append(os.Environ(), "KERNELD_REDIS_PREFIX="+spec.redisPrefix)
+	s.cmd.Env = append(s.cmd.Env, noQuotas...)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // no server outlives the load test
 	if err := s.run(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)

@@ -106,3 +106,40 @@ func CodeOf(err error) string {
 	}
 	return ""
 }
+
+// CodeStorageUnavailable is the code of every refusal caused by a store
+// that cannot take writes now: clients are told to retry later.
+const CodeStorageUnavailable = "storage_unavailable"
+
+// StorageError reports that the store could not take a write for a reason
+// that passes by itself or with an operator's help, not because of the
+// request: its disk is full, it refuses writes (Redis out of memory or
+// unable to persist), or it cannot be reached. It matches ErrUnavailable,
+// so clients hear 503 storage_unavailable and retry; the stores return it
+// so that no layer above has to know their error codes.
+type StorageError struct {
+	// Reason says what is wrong in words safe to show a client, e.g.
+	// "the disk is full".
+	Reason string
+	Err    error // the store's own error, for the logs
+}
+
+// Storage returns a *StorageError for err with the given reason.
+func Storage(reason string, err error) *StorageError {
+	return &StorageError{Reason: reason, Err: err}
+}
+
+func (e *StorageError) Error() string {
+	return "the store cannot take writes: " + e.Reason + ": " + e.Err.Error()
+}
+
+// Detail is what a client is told: the reason, without the store's own
+// error text.
+func (e *StorageError) Detail() string {
+	return "the store cannot take writes now (" + e.Reason + "); retry later"
+}
+
+func (e *StorageError) Unwrap() error { return e.Err }
+
+// Is makes a StorageError match ErrUnavailable.
+func (e *StorageError) Is(target error) bool { return target == ErrUnavailable }

@@ -42,3 +42,18 @@ func TestValidationError(t *testing.T) {
 		t.Errorf("Invalid problems = %v", p)
 	}
 }
+
+func TestStorageError(t *testing.T) {
+	cause := errors.New("database or disk is full (13)")
+	err := fmt.Errorf("append events: %w", errdefs.Storage("the disk is full", cause))
+	if !errors.Is(err, errdefs.ErrUnavailable) || !errors.Is(err, cause) {
+		t.Errorf("%v does not match ErrUnavailable and its cause", err)
+	}
+	se, ok := errors.AsType[*errdefs.StorageError](err)
+	if !ok {
+		t.Fatalf("%v holds no StorageError", err)
+	}
+	if got, want := se.Detail(), "the store cannot take writes now (the disk is full); retry later"; got != want {
+		t.Errorf("Detail() = %q, want %q (no store error text)", got, want)
+	}
+}

@@ -28,10 +28,12 @@ func principalFrom(ctx context.Context) principal {
 // authenticate finds who the request acts as before anything is routed,
 // so that without a valid key an unknown path or a wrong method answers
 // 401 like a real route, and reveals nothing of the API's shape. Only
-// /healthz is open, for orchestrators.
+// /healthz is open, for orchestrators, and the console's files (GET / and
+// /console/*), which hold no data: the console sends the key the person
+// gives it with each API request.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
+		if r.URL.Path == "/healthz" || isConsoleRequest(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -40,6 +40,11 @@ var errorKinds = []struct {
 	{context.DeadlineExceeded, http.StatusGatewayTimeout, "timeout"},
 }
 
+// retryStorageAfter is the Retry-After, in seconds, of a refusal while the
+// store cannot take writes: a run waiting to record its end tries again at
+// most 5 s apart, so a client a second later finds it as soon as most do.
+const retryStorageAfter = "1"
+
 // problem is an RFC 9457 problem details body.
 type problem struct {
 	Type      string            `json:"type"`
@@ -71,6 +76,9 @@ func problemFor(err error) problem {
 	}
 	if ve, ok := errors.AsType[*errdefs.ValidationError](err); ok {
 		p.Errors = ve.Problems
+	}
+	if se, ok := errors.AsType[*errdefs.StorageError](err); ok {
+		p.Code, p.Detail = errdefs.CodeStorageUnavailable, se.Detail()
 	}
 	p.Type = problemType(p.Code)
 	return p
@@ -105,6 +113,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	setRetryAfter(w, err)
 	if p.Status == http.StatusRequestTimeout {
 		w.Header().Set("Connection", "close") // the rest of the body is not worth waiting for
+	}
+	if p.Code == errdefs.CodeStorageUnavailable {
+		w.Header().Set("Retry-After", retryStorageAfter)
 	}
 	_ = writeBody(w, p.Status, p) // a problem always marshals
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/session"
 )
 
 // defaultEventPage is the page size of the JSON event pages.
@@ -42,6 +43,12 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if runID := r.URL.Query().Get("run_id"); runID != "" {
+		if snapshot {
+			return errdefs.Invalid("run_id", "cannot be combined with snapshot: a run's events start at its RUN_STARTED")
+		}
+		return s.handleRunEvents(w, r, id, runID, after)
+	}
 	if wantsEventPage(r) {
 		return s.writeEventPage(w, r, id, after)
 	}
@@ -59,25 +66,73 @@ func resumesStream(r *http.Request) bool {
 
 // writeEventPage writes the events after a cursor as one JSON page.
 func (s *Server) writeEventPage(w http.ResponseWriter, r *http.Request, id string, after int64) error {
-	limit := defaultEventPage
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > kernel.MaxEventPage {
-			return errdefs.Invalid("limit", fmt.Sprintf("must be an integer from 1 to %d", kernel.MaxEventPage))
-		}
-		limit = n
+	limit, err := eventPageLimit(r)
+	if err != nil {
+		return err
 	}
 	evs, err := s.kernel.Events(r.Context(), id, after, limit)
 	if err != nil {
 		return err
 	}
-	page := eventPageResponse{Data: make([]json.RawMessage, len(evs)), NextAfter: after}
+	next := after
+	if len(evs) > 0 {
+		next = evs[len(evs)-1].Seq
+	}
+	return writeEvents(w, evs, next)
+}
+
+// eventPageLimit reads a JSON page's ?limit=.
+func eventPageLimit(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return defaultEventPage, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > kernel.MaxEventPage {
+		return 0, errdefs.Invalid("limit", fmt.Sprintf("must be an integer from 1 to %d", kernel.MaxEventPage))
+	}
+	return n, nil
+}
+
+// writeEvents writes evs as one JSON page resuming after next.
+func writeEvents(w http.ResponseWriter, evs []session.Event, next int64) error {
+	page := eventPageResponse{Data: make([]json.RawMessage, len(evs)), NextAfter: next}
 	for i := range evs {
 		page.Data[i] = evs[i].AppendJSON(nil)
-		page.NextAfter = evs[i].Seq
 	}
 	w.Header().Set("Cache-Control", "no-cache")
 	return writeJSON(w, http.StatusOK, page)
+}
+
+// handleRunEvents serves "GET /sessions/{id}/events?run_id=": one run's
+// events only, as a JSON page or as a stream that starts at the run's
+// RUN_STARTED (or the cursor, if later) and ends after the run's end.
+func (s *Server) handleRunEvents(w http.ResponseWriter, r *http.Request, id, runID string, after int64) error {
+	if wantsEventPage(r) {
+		limit, err := eventPageLimit(r)
+		if err != nil {
+			return err
+		}
+		evs, next, err := s.kernel.RunEvents(r.Context(), id, runID, after, limit)
+		if err != nil {
+			return err
+		}
+		return writeEvents(w, evs, next)
+	}
+	run, err := s.kernel.GetRun(r.Context(), id, runID)
+	if err != nil {
+		return err
+	}
+	if run.State.Terminal() && (run.StartSeq == 0 || after >= run.EndSeq) {
+		// The client has the run's last event, or it never started:
+		// nothing will follow. 204 stops an EventSource reconnecting.
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	if run.StartSeq > 0 {
+		after = max(after, run.StartSeq-1)
+	}
+	return s.streams.serve(w, r, s.kernel, streamRequest{sessionID: id, after: after, runID: runID})
 }
 
 // wantsEventPage reports whether the client asks for a JSON page rather

@@ -16,8 +16,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/kerneld/kerneld/api"
 	"github.com/kerneld/kerneld/internal/httpapi"
+	"github.com/kerneld/kerneld/internal/httpapi/httpapitest"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 )
@@ -48,25 +48,12 @@ type serverOptions struct {
 // against api/openapi.yaml, unless opts.unchecked.
 func newServer(t *testing.T, opts serverOptions) *testServer {
 	t.Helper()
-	streams := httpapi.NewStreams(nil, opts.streams)
-	opts.kernel.Observers = append(opts.kernel.Observers, streams)
-	k := kerneltest.New(t, opts.kernel)
-	if opts.api.OpenAPI == nil {
-		opts.api.OpenAPI = api.OpenAPI
-	}
-	srv := httpapi.New(k.Kernel, streams, opts.api)
-	var h http.Handler = srv
+	var wrap func(http.Handler) http.Handler
 	if !opts.unchecked {
-		h = withSpecValidation(t, srv)
+		wrap = func(h http.Handler) http.Handler { return withSpecValidation(t, h) }
 	}
-	ts := httptest.NewUnstartedServer(h)
-	ts.Config.RegisterOnShutdown(srv.CloseStreams)
-	ts.Start()
-	t.Cleanup(func() {
-		srv.CloseStreams()
-		ts.Close()
-	})
-	return &testServer{Server: ts, kernel: k, streams: streams, api: srv}
+	srv := httpapitest.New(t, httpapitest.Options{Kernel: opts.kernel, API: opts.api, Streams: opts.streams, Wrap: wrap})
+	return &testServer{Server: srv.Server, kernel: srv.Kernel, streams: srv.Streams, api: srv.API}
 }
 
 // response is a finished HTTP exchange.

@@ -55,6 +55,10 @@ var loadSpec = sync.OnceValues(func() (*specChecker, error) {
 		}
 	}
 	doc.Servers = nil // route by path alone: test servers listen on random ports
+	// The console's files are text the spec declares as strings.
+	for _, ctype := range []string{"text/html", "text/css", "text/javascript", "image/svg+xml"} {
+		openapi3filter.RegisterBodyDecoder(ctype, openapi3filter.PlainBodyDecoder)
+	}
 	router, err := gorillamux.NewRouter(doc)
 	if err != nil {
 		return nil, fmt.Errorf("route api/openapi.yaml: %w", err)
@@ -509,7 +513,7 @@ const (
 // specSession is a session as the API answers it.
 var specSession = map[string]any{
 	"id": specSessionID, "agent": "echo", "name": "", "metadata": map[string]any{},
-	"state": "active", "parent_id": nil, "root_id": specSessionID, "depth": 0, "tenant": "default",
+	"state": "active", "status": "idle", "parent_id": nil, "root_id": specSessionID, "depth": 0, "tenant": "default",
 	"active_run_id": nil, "last_seq": 0, "ttl": nil, "expires_at": nil, "inherit": nil, "overrides": map[string]any{},
 	"forked_from": nil, "closed_reason": nil,
 	"created_at": "2025-06-15T15:06:40Z", "updated_at": "2025-06-15T15:06:40Z",

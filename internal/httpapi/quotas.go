@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/quota"
 )
@@ -32,10 +33,14 @@ func (s *Server) limitRequests(next http.Handler) http.Handler {
 			h.Set("RateLimit-Policy", fmt.Sprintf(`"requests";q=%d;w=%d`, p.Quota, ceilSeconds(p.Window)))
 			h.Set("RateLimit", fmt.Sprintf(`"requests";r=%d;t=%d`, p.Remaining, ceilSeconds(p.Reset)))
 		}
-		if err != nil {
+		if errdefs.CodeOf(err) == quota.CodeRateLimited {
 			s.writeError(w, r, err)
 			return
 		}
+		// Any other error is the bucket's store failing (Redis refusing
+		// writes or gone): the request goes on unmetered, so that reads
+		// and the routes' own answers (503 storage_unavailable for
+		// writes) still reach the client during the outage.
 		next.ServeHTTP(w, r)
 	})
 }

@@ -16,7 +16,8 @@ import (
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
 	// authenticate runs before routing: without a key, no path or method
-	// is told apart from another (only /healthz is open). cors runs before
+	// is told apart from another (only /healthz and the console's files are
+	// open). cors runs before
 	// it: a browser's preflight carries no key.
 	r.Use(middleware.RequestID, s.logRequests, s.recoverPanics, s.cors, s.authenticate, s.paceBody, s.limitBody, s.checkQuery)
 	r.NotFound(s.handle(s.handleNotFound))
@@ -25,8 +26,10 @@ func (s *Server) routes() chi.Router {
 	r.Get("/readyz", s.handle(s.handleReady))
 	r.Get("/openapi.yaml", s.handle(s.handleOpenAPI))
 	r.With(s.requireOperator).Get("/metrics", s.handle(s.handleMetrics))
+	r.Get("/", s.handle(s.handleConsoleIndex)) // the web console: no key needed
+	r.Get(consolePrefix+"{file}", s.handle(s.handleConsoleFile))
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireTenant, s.limitRequests)
+		r.Use(s.requireTenant, s.limitRequests, s.strictQuery)
 		r.With(s.timeout).Get("/usage", s.handle(s.handleUsage))
 		// Streams: never under a timeout (it would cut them off).
 		r.With(s.limitStreams).Get("/sessions/{id}/events", s.handle(s.handleEvents))
@@ -47,8 +50,10 @@ func (s *Server) routes() chi.Router {
 			r.Post("/sessions/{id}/close", s.handle(s.handleSessionClose))
 			r.Post("/sessions/{id}/fork", s.handle(s.handleSessionFork))
 			r.Post("/sessions/{id}/runs/{run_id}/regenerate", s.handle(s.handleRunRegenerate))
-			r.Get("/sessions/{id}/children", s.handle(sessionList(s.kernel.Children, toSessionResponse)))
-			r.Get("/sessions/{id}/runs", s.handle(sessionList(s.kernel.ListRuns, toRunResponse)))
+			r.Get("/sessions/{id}/check", s.handle(s.handleSessionCheck))
+			r.Post("/sessions/{id}/repair", s.handle(s.handleSessionRepair))
+			r.Get("/sessions/{id}/children", s.handle(s.handleChildren))
+			r.Get("/sessions/{id}/runs", s.handle(s.handleRunList))
 			r.Get("/sessions/{id}/runs/{run_id}", s.handle(s.handleRunGet))
 			r.Post("/sessions/{id}/runs/{run_id}/cancel", s.handle(s.handleRunCancel))
 			r.Get("/sessions/{id}/runs/{run_id}/approvals", s.handle(s.handleApprovalList))

@@ -39,6 +39,7 @@ type runResponse struct {
 	ID             string            `json:"id"`
 	SessionID      string            `json:"session_id"`
 	State          session.RunState  `json:"state"`
+	Status         session.Status    `json:"status"`
 	Input          string            `json:"input"`
 	IdempotencyKey *string           `json:"idempotency_key"`
 	IfBusy         *string           `json:"if_busy"`
@@ -57,7 +58,7 @@ type runResponse struct {
 
 func toRunResponse(r session.Run) runResponse {
 	out := runResponse{
-		ID: r.ID, SessionID: session.PublicID(r.SessionID), State: r.State, Input: r.Input,
+		ID: r.ID, SessionID: session.PublicID(r.SessionID), State: r.State, Status: session.RunStatusOf(&r), Input: r.Input,
 		IdempotencyKey: nullable(r.IdempotencyKey), IfBusy: nullable(r.IfBusy), SteeredInto: nullable(r.SteeredInto),
 		Model: nullable(r.Model), Overrides: toOverridesBody(r.Overrides), Kind: cmp.Or(r.Kind, "input"),
 		CreatedAt: r.CreatedAt.UTC(),
@@ -143,7 +144,11 @@ func (s *Server) handleRunGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toRunResponse(run))
+	out, err := s.runResponses(r, kernel.Page[session.Run]{Items: []session.Run{run}})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, out.Data[0])
 }
 
 // handleRunCancel handles "POST /sessions/{id}/runs/{run_id}/cancel".
@@ -179,4 +184,22 @@ func nullableSeq(seq int64) *int64 {
 		return nil
 	}
 	return &seq
+}
+
+// handleRunList handles "GET /sessions/{id}/runs".
+func (s *Server) handleRunList(w http.ResponseWriter, r *http.Request) error {
+	page, err := pageRequest(r)
+	if err != nil {
+		return err
+	}
+	f := kernel.RunFilter{State: session.RunState(r.URL.Query().Get("state"))}
+	p, err := s.kernel.ListRunsWhere(r.Context(), r.PathValue("id"), f, page)
+	if err != nil {
+		return err
+	}
+	out, err := s.runResponses(r, p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, out)
 }

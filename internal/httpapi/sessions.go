@@ -72,6 +72,7 @@ type sessionResponse struct {
 	Name         *string             `json:"name"`
 	Metadata     map[string]string   `json:"metadata"`
 	State        session.State       `json:"state"`
+	Status       session.Status      `json:"status"`
 	ParentID     *string             `json:"parent_id"`
 	RootID       string              `json:"root_id"`
 	Depth        int                 `json:"depth"`
@@ -102,7 +103,7 @@ func toSessionResponse(s session.Session) sessionResponse {
 		inherit = &inheritBody{Memory: s.InheritMemory}
 	}
 	out := sessionResponse{
-		ID: session.PublicID(s.ID), Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State,
+		ID: session.PublicID(s.ID), Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State, Status: session.StatusOf(&s),
 		ParentID: nullable(session.PublicID(s.ParentID)), RootID: session.PublicID(s.RootID), Depth: s.Depth, Tenant: s.Tenant,
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
 		ClosedReason: nullable(s.ClosedReason), Overrides: toOverridesBody(s.Overrides),
@@ -179,15 +180,16 @@ func (s *Server) handleSessionList(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	p, err := s.kernel.ListSessions(r.Context(), kernel.ListSessions{
-		Agent: q.Get("agent"), State: session.State(q.Get("state")), ParentID: q.Get("parent_id"),
-		ForkedFrom: q.Get("forked_from"), Page: page,
-	})
+	req, err := sessionFilters(r)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toList(p, toSessionResponse))
+	req.Page = page
+	p, err := s.kernel.ListSessions(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	return s.writeSessions(w, r, p)
 }
 
 // handleSessionGet handles "GET /sessions/{id}".
@@ -196,7 +198,11 @@ func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toSessionResponse(sess))
+	out := toSessionResponse(sess)
+	if out.Status, err = s.kernel.SessionStatus(r.Context(), sess); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, out)
 }
 
 // handleSessionUpdate handles "PATCH /sessions/{id}".

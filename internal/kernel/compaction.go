@@ -251,6 +251,7 @@ func (k *Kernel) Compact(ctx context.Context, sessionID string) (session.Run, *s
 	if err != nil {
 		return session.Run{}, nil, err
 	}
+	sessionID = run.SessionID // the key the session is stored under
 	run, err = k.waitRun(ctx, sessionID, run.ID, ended)
 	if err != nil {
 		return run, nil, err

@@ -37,7 +37,10 @@ type activeRun struct {
 	// ending is set just before the run emits its terminal event: from
 	// then on a steer can no longer join it.
 	ending atomic.Bool
-	events *eventWriter
+	// unrecorded is set once the run has stopped but the store refused its
+	// end: it waits for the store (see runner.repair).
+	unrecorded atomic.Bool
+	events     *eventWriter
 	// resuming marks a run that waited for approvals when its previous
 	// owner stopped: it picks up its last turn from the log.
 	resuming bool

@@ -46,6 +46,7 @@
 package kernel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -112,6 +113,9 @@ type Config struct {
 	Replication Replication
 	// Quotas counts the tenants' runs and model tokens; nil counts none.
 	Quotas Quotas
+	// StallAfter is how long a running run may log nothing before it is
+	// stalled (see session.StatusStalled); default DefaultStallAfter.
+	StallAfter time.Duration
 }
 
 // Kernel owns the runs of the sessions this replica holds and the
@@ -126,8 +130,10 @@ type Kernel struct {
 	limits    Limits
 	retention Retention
 	repl      Replication
-	mcp       *mcp.Manager // the agents' MCP servers, shared by every run
-	quotas    Quotas
+	// stallAfter is when a quiet running run counts as stalled.
+	stallAfter time.Duration
+	mcp        *mcp.Manager // the agents' MCP servers, shared by every run
+	quotas     Quotas
 
 	ctx    context.Context // parent of every run; cancelled by Close
 	cancel context.CancelFunc
@@ -150,17 +156,18 @@ func New(cfg Config) (*Kernel, error) {
 		return nil, errors.New("kernel: agents, tools and store are required")
 	}
 	k := &Kernel{
-		agents:    cfg.Agents,
-		tools:     cfg.Tools,
-		store:     cfg.Store,
-		observers: cfg.Observers,
-		log:       cfg.Logger,
-		limits:    withDefaults(cfg.Limits),
-		retention: cfg.Retention.withDefaults(),
-		repl:      cfg.Replication.withDefaults(),
-		lockSeed:  maphash.MakeSeed(),
-		changes:   newChanges(),
-		quotas:    cfg.Quotas,
+		agents:     cfg.Agents,
+		tools:      cfg.Tools,
+		store:      cfg.Store,
+		observers:  cfg.Observers,
+		log:        cfg.Logger,
+		limits:     withDefaults(cfg.Limits),
+		retention:  cfg.Retention.withDefaults(),
+		repl:       cfg.Replication.withDefaults(),
+		stallAfter: cmp.Or(cfg.StallAfter, DefaultStallAfter),
+		lockSeed:   maphash.MakeSeed(),
+		changes:    newChanges(),
+		quotas:     cfg.Quotas,
 	}
 	if k.quotas == nil {
 		k.quotas = noQuotas{}
@@ -183,6 +190,7 @@ func New(cfg Config) (*Kernel, error) {
 	k.owner = newOwner(k)
 	k.wg.Go(k.sweepLoop)
 	k.wg.Go(k.owner.renewLoop)
+	k.wg.Go(k.stallLoop)
 	if k.repl.Signals != nil {
 		k.wg.Go(k.owner.takeOverLoop)
 	}

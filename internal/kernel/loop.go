@@ -387,6 +387,7 @@ const (
 // kernel closes (its next start does).
 func (r *runner) repair() {
 	r.log.Error("the store failed mid-run: the run ends interrupted once the store answers again")
+	r.k.awaitingStore(r.h, r.ar)
 	wait := firstRepairWait
 	for {
 		err := r.repairOnce()

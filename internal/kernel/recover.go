@@ -183,18 +183,7 @@ func (k *Kernel) runEvents(ctx context.Context, r session.Run) ([]session.Event,
 			return nil, err
 		}
 	}
-	var out []session.Event
-	for after := start - 1; ; {
-		evs, err := k.store.ReadEvents(ctx, r.SessionID, after, MaxEventPage)
-		if err != nil {
-			return nil, fmt.Errorf("read events: %w", err)
-		}
-		out = append(out, evs...)
-		if len(evs) < MaxEventPage {
-			return out, nil
-		}
-		after = evs[len(evs)-1].Seq
-	}
+	return k.readLog(ctx, r.SessionID, start-1)
 }
 
 // findRunStart looks for the run's RUN_STARTED near the end of the log,

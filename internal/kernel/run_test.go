@@ -673,6 +673,12 @@ func testRunStoreFailsMidRun(t *testing.T) {
 	got, err := k.GetRun(t.Context(), s.ID, run.ID)
 	require.NoError(t, err)
 	assert.False(t, got.State.Terminal(), "the run was recorded %s while the store refused its end", got.State)
+	for _, busy := range []kernel.BusyPolicy{kernel.BusyReject, kernel.BusyQueue, kernel.BusyInterrupt, kernel.BusySteer} {
+		_, _, err = k.Run(t.Context(), s.ID, kernel.RunRequest{Input: "next", IfBusy: busy})
+		assert.Equal(t, errdefs.CodeStorageUnavailable, errdefs.CodeOf(err), "a run posted with if_busy %s: %v", busy, err)
+	}
+	_, err = k.CancelRun(t.Context(), s.ID, run.ID)
+	assert.Equal(t, errdefs.CodeStorageUnavailable, errdefs.CodeOf(err), "cancel: %v", err)
 	store.failAppends.Store(false)
 
 	got = waitRun(t, k.Kernel, rec, s.ID, run.ID)

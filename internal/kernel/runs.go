@@ -131,11 +131,21 @@ type runEndingError struct{ runID string }
 func (e *runEndingError) Error() string { return "run " + e.runID + " is ending" }
 
 // ending reports whether run runID of session s has logged its terminal
-// event, though its record does not say it ended yet.
+// event, though its record did not say it ended when the caller read it.
+// A run no longer active here may have recorded its end since that read:
+// then it counts as ending if nothing else keeps the session busy (a
+// queued run the driver is about to start does).
 func (k *Kernel) ending(ctx context.Context, s session.Session, runID string) bool {
 	if h := k.owner.get(s.ID); h != nil {
-		ar := h.current()
-		return ar != nil && ar.run.ID == runID && ar.ending.Load()
+		if ar := h.current(); ar != nil && ar.run.ID == runID {
+			return ar.ending.Load()
+		}
+		run, err := k.store.GetRun(ctx, s.ID, runID)
+		if err != nil || !run.State.Terminal() {
+			return false
+		}
+		busy, err := k.unfinishedRun(ctx, s)
+		return err == nil && busy == ""
 	}
 	evs, err := k.store.ReadEvents(ctx, s.ID, s.LastSeq-1, 1)
 	return err == nil && len(evs) == 1 && evs[0].RunID == runID && evs[0].Type.Ends()
@@ -146,7 +156,9 @@ func (k *Kernel) ending(ctx context.Context, s session.Session, runID string) bo
 func (k *Kernel) awaitEnd(ctx context.Context, sessionID, runID string) error {
 	wctx, cancel := context.WithTimeout(ctx, startWait)
 	defer cancel()
-	_, err := k.waitRun(wctx, sessionID, runID, ended)
+	_, err := k.waitRun(wctx, sessionID, runID, func(r session.Run) bool {
+		return ended(r) || k.endUnrecorded(sessionID, runID) // then accept refuses the request
+	})
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -185,6 +197,9 @@ func (k *Kernel) accept(ctx context.Context, s session.Session, spec agents.Spec
 			if prev, ok, err := k.findIdempotent(ctx, s.ID, req); err != nil || ok {
 				return prev, ok, err
 			}
+		}
+		if k.endUnrecorded(s.ID, busy) {
+			return session.Run{}, false, errEndUnrecorded(s.ID, busy)
 		}
 		if k.ending(ctx, s, busy) {
 			return session.Run{}, false, &runEndingError{runID: busy}
@@ -517,29 +532,7 @@ func (k *Kernel) GetRun(ctx context.Context, sessionID, runID string) (session.R
 
 // ListRuns returns a page of a session's runs, newest first.
 func (k *Kernel) ListRuns(ctx context.Context, sessionID string, page PageRequest) (Page[session.Run], error) {
-	s, err := k.GetSession(ctx, sessionID)
-	if err != nil {
-		return Page[session.Run]{}, err
-	}
-	sessionID = s.ID // the key it is stored under
-	limit, err := page.size()
-	if err != nil {
-		return Page[session.Run]{}, err
-	}
-	before, err := decodeCursor(page.Cursor)
-	if err != nil {
-		return Page[session.Run]{}, err
-	}
-	if before != "" {
-		if _, err := k.store.GetRun(ctx, sessionID, before); err != nil {
-			return Page[session.Run]{}, errdefs.Invalid("cursor", "not a cursor of this session's runs")
-		}
-	}
-	runs, err := k.store.ListRuns(ctx, sessionID, session.RunQuery{Before: before, Limit: limit + 1})
-	if err != nil {
-		return Page[session.Run]{}, fmt.Errorf("list runs: %w", err)
-	}
-	return paginate(runs, limit, func(r session.Run) string { return r.ID }), nil
+	return k.ListRunsWhere(ctx, sessionID, RunFilter{}, page)
 }
 
 // CancelRun stops a run and waits until it has recorded its end; the run
@@ -552,6 +545,9 @@ func (k *Kernel) CancelRun(ctx context.Context, sessionID, runID string) (sessio
 	r, err := k.GetRun(ctx, sessionID, runID)
 	if err != nil || r.State.Terminal() {
 		return r, err
+	}
+	if k.endUnrecorded(sessionID, runID) {
+		return session.Run{}, errEndUnrecorded(sessionID, runID)
 	}
 	return k.cancelRun(ctx, r)
 }
@@ -573,7 +569,7 @@ func (k *Kernel) cancelRun(ctx context.Context, r session.Run) (session.Run, err
 	if err := k.ensure(ctx, r.SessionID); err != nil {
 		return session.Run{}, err
 	}
-	return k.waitRun(ctx, r.SessionID, r.ID, ended)
+	return k.awaitCancelled(ctx, r)
 }
 
 // modelOf returns the model run r of session s uses: the run's choice, the

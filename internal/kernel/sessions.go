@@ -51,7 +51,12 @@ type ListSessions struct {
 	State      session.State
 	ParentID   string
 	ForkedFrom string // forks of this session
-	Page       PageRequest
+	// Metadata selects sessions holding every one of these entries.
+	Metadata map[string]string
+	// CreatedAfter and CreatedBefore, when set, bound the creation time
+	// (exclusive).
+	CreatedAfter, CreatedBefore time.Time
+	Page                        PageRequest
 }
 
 // CreateSession creates a session for an agent, as a child of ParentID
@@ -239,7 +244,8 @@ func (k *Kernel) ListSessions(ctx context.Context, req ListSessions) (Page[sessi
 	}
 	items, err := k.store.ListSessions(ctx, SessionQuery{
 		Tenant: TenantFrom(ctx), Agent: req.Agent, State: req.State, ParentID: req.ParentID,
-		ForkedFrom: req.ForkedFrom, After: after, Limit: limit + 1,
+		ForkedFrom: req.ForkedFrom, Metadata: req.Metadata, CreatedAfter: req.CreatedAfter, CreatedBefore: req.CreatedBefore,
+		After: after, Limit: limit + 1,
 	})
 	if err != nil {
 		return Page[session.Session]{}, fmt.Errorf("list sessions: %w", err)

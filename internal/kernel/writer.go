@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/kerneld/kerneld/internal/session"
 )
@@ -37,11 +38,14 @@ type eventWriter struct {
 	err     error // the first append failure; nothing is appended after it
 	sealed  bool  // the run's terminal event is queued: nothing may follow it
 	closed  bool
-	done    chan struct{} // closed when the goroutine exits
+	// lastQueued is when the last event was queued, or the writer made:
+	// the stall watch reads it.
+	lastQueued time.Time
+	done       chan struct{} // closed when the goroutine exits
 }
 
 func newEventWriter(k *Kernel, ctx context.Context, token int64, sessionID, runID string) *eventWriter {
-	w := &eventWriter{k: k, ctx: ctx, token: token, sessionID: sessionID, runID: runID, done: make(chan struct{})}
+	w := &eventWriter{k: k, ctx: ctx, token: token, sessionID: sessionID, runID: runID, done: make(chan struct{}), lastQueued: k.now()}
 	w.cond = sync.NewCond(&w.mu)
 	go w.loop()
 	return w
@@ -79,7 +83,7 @@ func (w *eventWriter) queue(last bool, evs []session.Event) error {
 	case w.sealed:
 		return errSealed
 	}
-	w.sealed = last
+	w.sealed, w.lastQueued = last, now
 	w.pending = append(w.pending, evs...)
 	w.cond.Broadcast()
 	return nil

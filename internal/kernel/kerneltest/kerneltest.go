@@ -150,6 +150,8 @@ type Options struct {
 	Providers map[string]llm.Factory
 	// Quotas counts the tenants' runs and tokens; nil counts none.
 	Quotas kernel.Quotas
+	// StallAfter is the kernel's stall time; 0 means its default.
+	StallAfter time.Duration
 }
 
 // Kernel is a test kernel with the pieces a test may want to reach.
@@ -174,7 +176,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 	k, err := kernel.New(kernel.Config{
 		Agents: registry, Tools: reg, Store: opts.Store, Observers: opts.Observers,
 		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention, Replication: opts.Replication,
-		Quotas: opts.Quotas,
+		Quotas: opts.Quotas, StallAfter: opts.StallAfter,
 	})
 	if err != nil {
 		tb.Fatalf("new kernel: %v", err)

@@ -33,6 +33,9 @@ type Store struct {
 	mu       sync.RWMutex
 	sessions map[string]*record
 	order    []*record // every session, oldest first (see session.Query)
+	// byMetadata lists the sessions holding each metadata entry, ordered
+	// as order, so that a metadata filter reads only those.
+	byMetadata map[metaEntry][]*record
 
 	tokens atomic.Int64 // the last fencing token given out, by any session
 }
@@ -63,7 +66,7 @@ func New() *Store { return NewWithClock(time.Now) }
 
 // NewWithClock returns an empty store whose leases expire by now.
 func NewWithClock(now func() time.Time) *Store {
-	return &Store{now: now, sessions: make(map[string]*record)}
+	return &Store{now: now, sessions: make(map[string]*record), byMetadata: make(map[metaEntry][]*record)}
 }
 
 // Close releases nothing: the store holds no resources beyond memory. It

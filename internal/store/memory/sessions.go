@@ -1,11 +1,9 @@
 package memory
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"slices"
-	"strings"
+	"maps"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
@@ -23,8 +21,7 @@ func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
 		return errdefs.New(errdefs.ErrConflict, "session_exists", "session %s already exists", sess.ID)
 	}
 	s.sessions[sess.ID] = rec
-	i, _ := s.place(rec.key)
-	s.order = slices.Insert(s.order, i, rec)
+	s.index(rec, rec.sess.Metadata)
 	return nil
 }
 
@@ -42,7 +39,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (session.Session, err
 // LastSeq, if it is still at sess.Version; see kernel.SessionStore.
 func (s *Store) UpdateSession(ctx context.Context, sess session.Session) error {
 	err := s.write(sess.ID, func(rec *record) error {
-		if !sess.CreatedAt.Equal(rec.key.CreatedAt) {
+		if !sess.CreatedAt.Equal(rec.key.CreatedAt) || !maps.Equal(sess.Metadata, rec.sess.Metadata) {
 			return errMoved
 		}
 		return rec.update(sess)
@@ -54,12 +51,12 @@ func (s *Store) UpdateSession(ctx context.Context, sess session.Session) error {
 }
 
 // errMoved tells UpdateSession that the update moves the session in
-// s.order, which needs the store's lock too.
+// s.order or in the metadata index, which needs the store's lock too.
 var errMoved = errors.New("session moves in the listing")
 
-// updateMoved is UpdateSession for an update that changes CreatedAt, and
-// with it the session's place in s.order: it holds the store's lock, then
-// the record's.
+// updateMoved is UpdateSession for an update that changes CreatedAt or
+// Metadata, and with them the session's place in s.order or the metadata
+// index: it holds the store's lock, then the record's.
 func (s *Store) updateMoved(sess session.Session) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -69,15 +66,13 @@ func (s *Store) updateMoved(sess session.Session) error {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
+	old := rec.sess.Metadata
 	if err := rec.update(sess); err != nil {
 		return err
 	}
-	if i, ok := s.place(rec.key); ok {
-		s.order = slices.Delete(s.order, i, i+1)
-	}
+	s.unindex(rec, old)
 	rec.key.CreatedAt = sess.CreatedAt
-	i, _ := s.place(rec.key)
-	s.order = slices.Insert(s.order, i, rec)
+	s.index(rec, rec.sess.Metadata)
 	return nil
 }
 
@@ -104,9 +99,9 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		return session.SessionNotFound(id)
 	}
 	delete(s.sessions, id)
-	if i, ok := s.place(rec.key); ok {
-		s.order = slices.Delete(s.order, i, i+1)
-	}
+	rec.mu.RLock() // the store's lock first, as everywhere
+	s.unindex(rec, rec.sess.Metadata)
+	rec.mu.RUnlock()
 	s.mu.Unlock()
 
 	rec.mu.Lock()
@@ -117,25 +112,19 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	return nil
 }
 
-// place returns where the session at c is, or goes, in s.order; s.mu is
-// held.
-func (s *Store) place(c session.Cursor) (int, bool) {
-	return slices.BinarySearchFunc(s.order, c, func(rec *record, c session.Cursor) int {
-		return cmp.Or(rec.key.CreatedAt.Compare(c.CreatedAt), strings.Compare(rec.key.ID, c.ID))
-	})
-}
-
-// ListSessions returns the sessions matching q, newest first.
+// ListSessions returns the sessions matching q, newest first. A metadata
+// filter reads the sessions under its least common entry only.
 func (s *Store) ListSessions(ctx context.Context, q session.Query) ([]session.Session, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	end := len(s.order)
+	list := s.candidates(q)
+	end := len(list)
 	if q.After != nil {
-		end, _ = s.place(*q.After)
+		end, _ = placeIn(list, *q.After)
 	}
 	var out []session.Session
 	for i := end - 1; i >= 0 && (q.Limit <= 0 || len(out) < q.Limit); i-- {
-		if sess, ok := s.order[i].match(q); ok {
+		if sess, ok := list[i].match(q); ok {
 			out = append(out, sess)
 		}
 	}

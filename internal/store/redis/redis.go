@@ -140,6 +140,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	ro.MaxRetries = -1
 	s := &Store{rdb: goredis.NewClient(ro), url: opts.URL, prefix: prefix, tails: opts.TailConns, log: opts.Logger,
 		batchTag: rand.Text()[:12] + "-"}
+	s.rdb.AddHook(unavailableHook{})
 	if s.tails <= 0 {
 		s.tails = DefaultTailConns
 	}

@@ -160,3 +160,23 @@ func BenchmarkListSessions100k(b *testing.B) {
 		})
 	}
 }
+
+// TestLeadEntry checks that a listing by two metadata entries walks the
+// index of the one fewer sessions hold, whichever key sorts first.
+func TestLeadEntry(t *testing.T) {
+	s := mustOpenInternal(t, filepath.Join(t.TempDir(), "kerneld.db"))
+	seedSessions(t, s, 1000)
+	for _, tt := range []struct {
+		md   map[string]string
+		want string
+	}{
+		{map[string]string{"team": "web", "user": "user7"}, "user"},
+		{map[string]string{"team": "web", "user": "nobody"}, "user"},
+		{map[string]string{"team": "nothing", "user": "user7"}, "team"},
+		{map[string]string{"user": "alice"}, ""},
+	} {
+		got, err := s.leadEntry(t.Context(), tt.md)
+		require.NoError(t, err)
+		assert.Equal(t, tt.want, got, "lead of %v", tt.md)
+	}
+}

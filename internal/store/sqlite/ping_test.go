@@ -2,8 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -18,13 +19,8 @@ import (
 // limit SQLite settled on: never below the database's current size.
 func setMaxPageCount(t *testing.T, s *Store, pages int64) int64 {
 	t.Helper()
-	var got int64
-	// The writer's connection, while the writer is between batches.
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	// PRAGMA takes no bound parameters; pages is an int64. Not t.Context():
-	// a cleanup calls this after that is cancelled.
-	err := s.tx.conn.QueryRowContext(context.Background(), `PRAGMA max_page_count = `+strconv.FormatInt(pages, 10)).Scan(&got)
+	// Not t.Context(): a cleanup calls this after that is cancelled.
+	got, err := s.LimitPages(context.Background(), pages)
 	require.NoError(t, err)
 	return got
 }
@@ -59,6 +55,13 @@ func TestStore_PingReportsFailingWriter(t *testing.T) {
 	err := appendEvents(ctx, s, bulkyEvents(id, 64))
 	require.Error(t, err, "an append past the page limit")
 	assert.Contains(t, err.Error(), "database or disk is full")
+	assert.ErrorIs(t, err, errdefs.ErrUnavailable, "a full disk is a retryable failure, not an internal one")
+	_, isStorage := errors.AsType[*errdefs.StorageError](err)
+	assert.True(t, isStorage, "%v is no *errdefs.StorageError", err)
+	now := time.Now()
+	err = s.CreateSession(ctx, session.Session{ID: session.NewID(), Name: strings.Repeat("n", 64<<10),
+		State: session.StateActive, CreatedAt: now, UpdatedAt: now})
+	assert.ErrorIs(t, err, errdefs.ErrUnavailable, "any write past the page limit")
 
 	err = s.Ping(ctx)
 	require.Error(t, err, "Ping while the writer fails")

@@ -158,7 +158,11 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 // ListSessions returns the sessions matching q, newest first (see
 // session.Query).
 func (s *Store) ListSessions(ctx context.Context, q session.Query) ([]session.Session, error) {
-	query, args := sessionQuery(q)
+	lead, err := s.leadEntry(ctx, q.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	query, args := sessionQueryLed(q, lead)
 	rows, err := s.rdb.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
@@ -183,8 +187,14 @@ func (s *Store) ListSessions(ctx context.Context, q session.Query) ([]session.Se
 // page: the planner picks that index from the filters, except for
 // metadata, which sessionsByMetadata drives itself.
 func sessionQuery(q session.Query) (string, []any) {
+	return sessionQueryLed(q, "")
+}
+
+// sessionQueryLed is sessionQuery walking the index of metadata key lead,
+// or of q's first key when lead is "".
+func sessionQueryLed(q session.Query, lead string) (string, []any) {
 	if len(q.Metadata) > 0 {
-		return sessionsByMetadata(q)
+		return sessionsByMetadata(q, lead)
 	}
 	where, args := sessionFilters(q, "", nil)
 	var b strings.Builder
@@ -202,12 +212,16 @@ func sessionQuery(q session.Query) (string, []any) {
 // filters on it. CROSS JOIN makes SQLite keep that order of the tables
 // whatever its statistics say: sessions first, by the tenant's index,
 // would read every session of the tenant to find a user's few.
-func sessionsByMetadata(q session.Query) (string, []any) {
+func sessionsByMetadata(q session.Query, lead string) (string, []any) {
 	keys := slices.Sorted(maps.Keys(q.Metadata))
-	lead := keys[0]
+	if _, ok := q.Metadata[lead]; !ok {
+		lead = keys[0]
+	}
 	rest := make(map[string]string, len(keys)-1)
-	for _, k := range keys[1:] {
-		rest[k] = q.Metadata[k]
+	for _, k := range keys {
+		if k != lead {
+			rest[k] = q.Metadata[k]
+		}
 	}
 	where := []string{"m.key = ?", "m.value = ?"}
 	args := []any{lead, q.Metadata[lead]}
@@ -329,4 +343,34 @@ func (s *Store) CountSessions(ctx context.Context, tenant string) (int, error) {
 		return 0, fmt.Errorf("count sessions: %w", err)
 	}
 	return n, nil
+}
+
+// leadCount is how many entries leadEntry counts at most per metadata
+// entry: enough to tell a rare entry from a common one, few enough to
+// cost a fraction of the page.
+const leadCount = 2000
+
+// leadEntry returns the key of md whose entry fewest sessions hold, as far
+// as counting up to leadCount of each tells, for sessionsByMetadata to
+// walk: walking a common entry's index to find the sessions also holding
+// a rare one reads many sessions per page (measured at 100,000 sessions,
+// a 1-in-2 entry with a 1-in-100 one: 33 ms a page led by the first, 1 ms
+// by the second). One entry needs no count.
+func (s *Store) leadEntry(ctx context.Context, md map[string]string) (string, error) {
+	if len(md) < 2 {
+		return "", nil
+	}
+	lead, fewest := "", int64(-1)
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		var n int64
+		err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM session_metadata
+			WHERE key = ? AND value = ? LIMIT ?)`, k, md[k], leadCount).Scan(&n)
+		if err != nil {
+			return "", err
+		}
+		if fewest < 0 || n < fewest {
+			lead, fewest = k, n
+		}
+	}
+	return lead, nil
 }

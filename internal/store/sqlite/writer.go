@@ -281,7 +281,8 @@ func (s *Store) commit(batch []*writeReq) {
 // statement may be what failed it (a value SQLite refuses, say), so each
 // call is then written in a transaction of its own: the others commit and
 // only the culprit fails. When the database itself fails (a full disk),
-// they all fail, each with the error.
+// they all fail, each with the error, as an *errdefs.StorageError when a
+// retry may succeed (see unavailable).
 func (s *Store) writeAll(reqs []*writeReq) {
 	err := s.writeBatch(reqs)
 	s.recordOutcome(err)
@@ -289,7 +290,7 @@ func (s *Store) writeAll(reqs []*writeReq) {
 		return
 	}
 	if len(reqs) == 1 {
-		reqs[0].err = err
+		reqs[0].err = unavailable(err)
 		return
 	}
 	for i := range reqs {

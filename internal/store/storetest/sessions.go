@@ -26,6 +26,7 @@ var sessionTests = []test{
 	{"list filters by metadata", testSessionListMetadata},
 	{"an update moves a session between metadata filters", testSessionListMetadataUpdate},
 	{"list filters by creation time", testSessionListCreated},
+	{"list combines filters across pages", testSessionListCombined},
 	{"list filters by fork origin", testSessionListForkedFrom},
 	{"list filters by expiry for retention", testSessionListExpiresBefore},
 	{"list filters by last update for retention", testSessionListUpdatedBefore},

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/kerneld/kerneld/client"
+)
+
+// run handles `kerneld run AGENT "input"`: a new session, one run,
+// its answer on stdout. A failed run (RUN_ERROR) is an error: the exit
+// status is not 0.
+func (c *cli) run(args []string) error {
+	pos, err := c.parse(args, 2, `run AGENT "input"`)
+	if err != nil {
+		return err
+	}
+	id, err := c.newSession(pos[0])
+	if err != nil {
+		return err
+	}
+	err = c.answer(id, pos[1], nil)
+	if c.ctx.Err() != nil {
+		return fmt.Errorf("interrupted; the run goes on (kerneld watch %s)", id)
+	}
+	return err
+}
+
+// newSession creates a session of agent and names it on stderr, for the
+// commands that need its id (watch, approve).
+func (c *cli) newSession(agent string) (string, error) {
+	s, err := c.c.CreateSession(c.ctx, client.CreateSessionRequest{Agent: agent})
+	if err != nil {
+		return "", err
+	}
+	c.note("session", s.ID)
+	return s.ID, nil
+}
+
+// chat handles "kerneld chat AGENT": each line of stdin is an input to
+// one session, answered before the next line is read. Ctrl-C cancels the
+// answer being written; Ctrl-C at the prompt, or a second one while an
+// answer is being cancelled, exits. A failed answer is reported and the
+// conversation goes on. The end of stdin ends the chat.
+func (c *cli) chat(args []string) error {
+	pos, err := c.parse(args, 1, "chat AGENT")
+	if err != nil {
+		return err
+	}
+	id, err := c.newSession(pos[0])
+	if err != nil {
+		return err
+	}
+	lines := make(chan string)
+	go readLines(c.stdin, lines) // ends with stdin; an exit abandons it with the process
+	for {
+		if c.interactive {
+			c.prompt()
+		}
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				return nil
+			}
+			if strings.TrimSpace(line) == "" {
+				continue
+			}
+			err := c.answer(id, line, c.interrupts)
+			if errors.Is(err, errQuit) {
+				return nil
+			}
+			var failed runFailedError
+			if errors.As(err, &failed) {
+				c.note(err)
+				continue
+			}
+			if err != nil {
+				return err
+			}
+		case <-c.interrupts:
+			return nil
+		case <-c.ctx.Done():
+			return nil
+		}
+	}
+}
+
+// readLines sends stdin's lines to lines, and closes it at the end.
+func readLines(r io.Reader, lines chan<- string) {
+	defer close(lines)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		lines <- sc.Text()
+	}
+}
+
+// errQuit ends a chat: a second Ctrl-C.
+var errQuit = errors.New("quit")
+
+// runFailedError is a run that ended with RUN_ERROR.
+type runFailedError struct{ ev client.Event }
+
+func (e runFailedError) Error() string {
+	return fmt.Sprintf("run failed (%s): %s", e.ev.Code, e.ev.Message)
+}
+
+// answer runs input in the session and prints the run's events. With
+// interrupts, the first one cancels the run and the second returns
+// errQuit.
+func (c *cli) answer(sessionID, input string, interrupts <-chan os.Signal) error {
+	stream, err := c.c.StreamRun(c.ctx, sessionID, client.CreateRunRequest{Input: input}, client.FollowOptions{})
+	if err != nil {
+		return err
+	}
+	// A reader goroutine, owned by answer, which stops it and waits for
+	// it on return, so that Ctrl-C is seen while a read blocks.
+	events := make(chan eventOrError)
+	quit, done := make(chan struct{}), make(chan struct{})
+	defer func() { close(quit); stream.Close(); <-done }()
+	go func() {
+		defer close(done)
+		for ev, err := range stream.All() {
+			select {
+			case events <- eventOrError{ev, err}:
+			case <-quit:
+				return
+			}
+		}
+		close(events)
+	}()
+	p := c.printer(false)
+	cancelling := false
+	for {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				return nil
+			}
+			if e.err != nil {
+				return e.err
+			}
+			if err := p.print(e.ev); err != nil {
+				return err
+			}
+			if e.ev.Type == client.RunErrorType {
+				return runFailedError{e.ev}
+			}
+		case <-interrupts:
+			if cancelling {
+				return errQuit
+			}
+			cancelling = true
+			c.note("\ncancelling (Ctrl-C again to quit)")
+			if _, err := c.c.CancelRun(c.ctx, sessionID, stream.RunID()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// eventOrError is one step of a stream.
+type eventOrError struct {
+	ev  client.Event
+	err error
+}

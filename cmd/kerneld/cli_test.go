@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kerneld/kerneld/client"
+	"github.com/kerneld/kerneld/internal/httpapi/httpapitest"
+	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
+)
+
+// cliServer starts a kerneld API with the repository's echo agent and
+// the test kernel's failing, slow and gated agents.
+func cliServer(t *testing.T) *httpapitest.Server {
+	t.Helper()
+	echo, err := os.ReadFile("../../configs/agents/echo.yaml")
+	require.NoError(t, err)
+	return httpapitest.New(t, httpapitest.Options{Kernel: kerneltest.Options{
+		Agents: []string{string(echo), kerneltest.Failing, kerneltest.Slow, kerneltest.Gated},
+	}})
+}
+
+// cliRun is one CLI command run in-process.
+type cliRun struct {
+	stdout, stderr *syncBuffer
+	interrupts     chan os.Signal
+	done           chan error
+}
+
+// startCLI runs `kerneld args...` against url in the background.
+func startCLI(t *testing.T, url string, stdin *os.File, args ...string) *cliRun {
+	t.Helper()
+	r := &cliRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}, interrupts: make(chan os.Signal, 2), done: make(chan error, 1)}
+	cio := cliIO{getenv: env(map[string]string{"KERNELD_URL": url}), stdin: stdin, stdout: r.stdout, stderr: r.stderr, interrupts: r.interrupts}
+	go func() { r.done <- runCLI(t.Context(), args, cio) }()
+	return r
+}
+
+// wait returns the command's error once it has ended.
+func (r *cliRun) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the command did not end; stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+		return nil
+	}
+}
+
+// waitOutput waits until stdout matches re and returns the match.
+func (r *cliRun) waitOutput(t *testing.T, re *regexp.Regexp) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(r.stdout.String()); m != nil {
+			return m
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("stdout never matched %s:\n%s\nstderr:\n%s", re, r.stdout, r.stderr)
+	return nil
+}
+
+// cliOutput runs a command to its end and returns its stdout.
+func cliOutput(t *testing.T, url string, args ...string) (string, error) {
+	t.Helper()
+	r := startCLI(t, url, nil, args...)
+	err := r.wait(t)
+	return r.stdout.String(), err
+}
+
+// TestCLI_Binary runs the built kerneld as a user would: run, a failing
+// run, and chat with its input piped in.
+func TestCLI_Binary(t *testing.T) {
+	srv := cliServer(t)
+	bin := buildBinary(t)
+	kerneld := func(stdin string, args ...string) (stdout, stderr string, code int) {
+		cmd := exec.CommandContext(t.Context(), bin, args...)
+		cmd.Env = append(os.Environ(), "KERNELD_URL="+srv.URL)
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return out.String(), errOut.String(), exit.ExitCode()
+		}
+		require.NoError(t, err)
+		return out.String(), errOut.String(), 0
+	}
+
+	out, errOut, code := kerneld("", "run", "echo", "hi")
+	assert.Equal(t, 0, code, errOut)
+	assert.Equal(t, "hi\n", out)
+	assert.Contains(t, errOut, "session ")
+
+	out, errOut, code = kerneld("", "run", "failing", "go")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "one two\n", out, "the answer up to the failure")
+	assert.Contains(t, errOut, "run failed (model_error)")
+
+	out, errOut, code = kerneld("hello\n\nhow are you\n", "chat", "echo")
+	assert.Equal(t, 0, code, errOut)
+	assert.Equal(t, "hello\nhow are you\n", out)
+
+	out, errOut, code = kerneld("", "run", "--url", srv.URL+"/nowhere", "echo", "hi")
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out)
+	assert.Contains(t, errOut, "route_not_found")
+}
+
+func TestCLI_RunJSON(t *testing.T) {
+	srv := cliServer(t)
+	out, err := cliOutput(t, srv.URL, "run", "--json", "echo", "hi")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	assert.Contains(t, lines[0], `"type":"RUN_STARTED"`)
+	assert.Contains(t, lines[len(lines)-1], `"type":"RUN_FINISHED"`)
+}
+
+// TestCLI_ChatCtrlC: Ctrl-C cancels the answer being written and the
+// chat goes on; Ctrl-C at the prompt exits.
+func TestCLI_ChatCtrlC(t *testing.T) {
+	srv := cliServer(t)
+	r, input := startChat(t, srv.URL)
+	r.waitOutput(t, regexp.MustCompile(`a b c`))
+	r.interrupts <- os.Interrupt
+	r.waitOutput(t, regexp.MustCompile(`\(cancelled\)\n$`))
+
+	_, err := input.WriteString("again\n")
+	require.NoError(t, err)
+	r.waitOutput(t, regexp.MustCompile(`(?s)\(cancelled\)\n.*z\n$`))
+	r.interrupts <- os.Interrupt
+	require.NoError(t, r.wait(t))
+
+	sessionID := regexp.MustCompile(`session (\S+)`).FindStringSubmatch(r.stderr.String())[1]
+	c, err := client.New(srv.URL)
+	require.NoError(t, err)
+	runs, err := c.ListRuns(t.Context(), sessionID, client.Page{})
+	require.NoError(t, err)
+	require.Len(t, runs.Data, 2)
+	assert.Equal(t, client.RunSucceeded, runs.Data[0].State)
+	assert.Equal(t, client.RunCancelled, runs.Data[1].State)
+}
+
+// startChat starts `kerneld chat slow` on a pipe and sends it "go".
+func startChat(t *testing.T, url string) (*cliRun, *os.File) {
+	t.Helper()
+	stdin, input, err := os.Pipe()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = stdin.Close(); _ = input.Close() })
+	r := startCLI(t, url, stdin, "chat", "slow")
+	_, err = input.WriteString("go\n")
+	require.NoError(t, err)
+	return r, input
+}
+
+// TestCLI_ChatQuitWhileCancelling: two Ctrl-C during an answer end the chat.
+func TestCLI_ChatQuitWhileCancelling(t *testing.T) {
+	srv := cliServer(t)
+	r, _ := startChat(t, srv.URL)
+	r.waitOutput(t, regexp.MustCompile(`a b`))
+	r.interrupts <- os.Interrupt
+	r.interrupts <- os.Interrupt
+	require.NoError(t, r.wait(t))
+}
+
+// TestCLI_Approve answers a run's approvals from another command, as a
+// person in a second terminal would.
+func TestCLI_Approve(t *testing.T) {
+	srv := cliServer(t)
+	r := startCLI(t, srv.URL, nil, "run", "gated", "save")
+	asks := regexp.MustCompile(`(?s)needs approval: kerneld approve (\S+) (\S+) (\S+) .*needs approval: kerneld approve \S+ \S+ (\S+) `)
+	m := r.waitOutput(t, asks)
+	session, run, first, second := m[1], m[2], m[3], m[4]
+
+	out, err := cliOutput(t, srv.URL, "approve", session, run, first)
+	require.NoError(t, err)
+	assert.Equal(t, "approved memory_set (call "+first+")\n", out)
+	out, err = cliOutput(t, srv.URL, "approve", session, run, second, "--deny", "not that one")
+	require.NoError(t, err)
+	assert.Equal(t, "denied memory_set (call "+second+")\n", out)
+	_, err = cliOutput(t, srv.URL, "approve", session, run, second)
+	var p *client.Problem
+	require.ErrorAs(t, err, &p)
+	assert.Equal(t, "approval_decided", p.Code)
+
+	require.NoError(t, r.wait(t))
+	assert.Contains(t, r.stdout.String(), "  approved\n← memory_set: {\"ok\":true}\n")
+	assert.Contains(t, r.stdout.String(), "  denied: not that one\n← memory_set failed: denied: not that one\n")
+	assert.True(t, strings.HasSuffix(r.stdout.String(), "Done.\n"), r.stdout.String())
+}
+
+func TestCLI_AgentsSessionsWatch(t *testing.T) {
+	srv := cliServer(t)
+	out, err := cliOutput(t, srv.URL, "agents")
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^echo\s+true\s+Echoes your input`, out)
+
+	c, err := client.New(srv.URL)
+	require.NoError(t, err)
+	s, err := c.CreateSession(t.Context(), client.CreateSessionRequest{Agent: "echo", Name: "mine"})
+	require.NoError(t, err)
+	out, err = cliOutput(t, srv.URL, "sessions")
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^`+s.ID+`\s+echo\s+active\s+.*mine$`, out)
+	out, err = cliOutput(t, srv.URL, "sessions", "get", s.ID)
+	require.NoError(t, err)
+	assert.Contains(t, out, `"id": "`+s.ID+`"`)
+
+	w := startCLI(t, srv.URL, nil, "watch", s.ID)
+	_, err = c.CreateRun(t.Context(), s.ID, client.CreateRunRequest{Input: "watched"})
+	require.NoError(t, err)
+	w.waitOutput(t, regexp.MustCompile(`> watched\nwatched\n$`))
+
+	out, err = cliOutput(t, srv.URL, "sessions", "rm", s.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "deleted "+s.ID+"\n", out)
+	require.NoError(t, w.wait(t), "watch ends with the session")
+	assert.Contains(t, w.stderr.String(), "the session has ended")
+
+	_, err = cliOutput(t, srv.URL, "sessions", "get", s.ID)
+	var p *client.Problem
+	require.ErrorAs(t, err, &p)
+	assert.Equal(t, "session_not_found", p.Code)
+	_, err = cliOutput(t, srv.URL, "run", "echo")
+	assert.ErrorContains(t, err, "usage: kerneld run")
+}
+
+// TestRun_DispatchesCLI: main's run hands client commands to the CLI and
+// everything else to the daemon, as before.
+func TestRun_DispatchesCLI(t *testing.T) {
+	srv := cliServer(t)
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err := run(ctx, []string{"run", "echo", "hi"}, env(map[string]string{"KERNELD_URL": srv.URL}), &out, &errOut)
+	require.NoError(t, err, errOut.String())
+	assert.Equal(t, "hi\n", out.String())
+	assert.True(t, isCLICommand([]string{"agents"}))
+	assert.False(t, isCLICommand([]string{"-addr", ":0"}))
+	assert.False(t, isCLICommand(nil))
+}

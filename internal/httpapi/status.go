@@ -1,0 +1,49 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// writeSessions writes a page of sessions with their statuses.
+func (s *Server) writeSessions(w http.ResponseWriter, r *http.Request, p kernel.Page[session.Session]) error {
+	statuses, err := s.kernel.SessionStatuses(r.Context(), p.Items)
+	if err != nil {
+		return err
+	}
+	out := toList(p, toSessionResponse)
+	for i := range out.Data {
+		out.Data[i].Status = statuses[i]
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// runResponses converts runs, all of the request's session, with the
+// statuses the kernel derives (converting a run alone gives it the status
+// its record says).
+func (s *Server) runResponses(r *http.Request, p kernel.Page[session.Run]) (listResponse[runResponse], error) {
+	out := toList(p, toRunResponse)
+	statuses, err := s.kernel.RunStatuses(r.Context(), p.Items)
+	if err != nil {
+		return out, err
+	}
+	for i := range out.Data {
+		out.Data[i].Status = statuses[i]
+	}
+	return out, nil
+}
+
+// handleChildren handles "GET /sessions/{id}/children".
+func (s *Server) handleChildren(w http.ResponseWriter, r *http.Request) error {
+	page, err := pageRequest(r)
+	if err != nil {
+		return err
+	}
+	p, err := s.kernel.Children(r.Context(), r.PathValue("id"), page)
+	if err != nil {
+		return err
+	}
+	return s.writeSessions(w, r, p)
+}

@@ -1,0 +1,281 @@
+// Drives the web console in Debian's Chromium for console_test.go. One run
+// plays one scenario against the kerneld at BASE_URL and prints, on its
+// last line, "result <JSON>" with what the page showed; the Go test judges
+// it. Every wait is on a condition of the page, never on time.
+//
+//   node console.mjs <scenario>
+//   env: BASE_URL, USER_DATA_DIR (a fresh directory), CHROMIUM (the
+//   browser), SCREENSHOT (where the reload scenario writes its picture;
+//   optional), API_KEY (the refused scenario's key).
+
+import { chromium } from "playwright-core";
+
+const scenario = process.argv[2];
+const base = process.env.BASE_URL;
+const timeout = 45_000; // generous: a loaded machine can make Chromium slow
+
+// ---- helpers ----------------------------------------------------------------
+
+async function newSession(page, agent) {
+  await page.click(`button[data-agent="${agent}"]`);
+  await page.waitForFunction(() => /^#\/s\/.+/.test(location.hash) && !document.getElementById("session").hidden);
+  await page.waitForSelector(".stream-status.status-live");
+  return page.evaluate(() => decodeURIComponent(location.hash.slice(4)));
+}
+
+// send types text where the focus is (a new session puts it in the
+// message box) and sends it with Enter.
+async function send(page, text) {
+  await page.waitForFunction(() => document.activeElement === document.getElementById("input"));
+  await page.keyboard.insertText(text);
+  await page.keyboard.press("Enter");
+}
+
+// waitIdle waits until the session's state is `state` and nothing streams.
+async function waitIdle(page, state) {
+  await page.waitForFunction((want) =>
+    document.getElementById("session-state").textContent === want &&
+    document.getElementById("cancel-run").hidden &&
+    document.querySelectorAll("#conversation .streaming").length === 0, state);
+}
+
+// waitWords waits until the last assistant message has at least n words.
+function waitWords(page, n) {
+  return page.waitForFunction((n) => {
+    const msgs = document.querySelectorAll("#conversation .msg-assistant .text");
+    const last = msgs[msgs.length - 1];
+    return last && last.textContent.trim().split(/\s+/).length >= n;
+  }, n);
+}
+
+// reloadPage reloads the page and waits until it follows the stream again.
+async function reloadPage(page) {
+  await page.reload();
+  await page.waitForSelector(".stream-status.status-live");
+}
+
+// dropConnections asks the test to drop every connection to kerneld, and
+// waits until the console has noticed and is live again.
+async function dropConnections(page) {
+  const dropped = page.waitForSelector(".stream-status.status-reconnecting");
+  console.log("step drop");
+  await dropped;
+  await page.waitForSelector(".stream-status.status-live");
+}
+
+// transcript is what the conversation shows, item by item.
+function transcript(page) {
+  return page.$$eval("#conversation > *", (els) => els.map((el) => {
+    if (el.classList.contains("msg")) return { kind: "message", role: el.classList.contains("msg-user") ? "user" : "assistant", text: el.querySelector(".text").textContent };
+    if (el.classList.contains("tool")) return { kind: "tool", name: el.querySelector(".tool-name").textContent, state: el.querySelector(".badge").textContent };
+    if (el.classList.contains("approval")) return { kind: "approval", state: el.querySelector(".approval-state").textContent };
+    if (el.classList.contains("reasoning")) return { kind: "reasoning", text: el.querySelector(".text").textContent, open: el.open };
+    return { kind: el.className, text: el.textContent };
+  }));
+}
+
+// ---- scenarios ----------------------------------------------------------------
+
+const scenarios = {
+  // chat: two turns with the echo agent, streamed to the end.
+  async chat(page) {
+    const agents = await page.$$eval("#agents .agent", (els) => els.map((el) => el.textContent));
+    const id = await newSession(page, "echo");
+    await send(page, "hello from the browser");
+    await waitIdle(page, "completed");
+    await send(page, "and a second line");
+    await page.waitForFunction(() => document.querySelectorAll("#conversation .msg-assistant:not(.streaming)").length === 2);
+    await waitIdle(page, "completed");
+    await page.click("#sessions-refresh");
+    await page.waitForSelector(`#sessions a[data-id="${id}"][aria-current="page"]`);
+    // The list's filters: another agent's sessions, then this one's.
+    await page.selectOption("#filter-agent", "gated");
+    await page.waitForSelector("#sessions .empty");
+    await page.selectOption("#filter-agent", "echo");
+    await page.selectOption("#filter-state", "completed");
+    await page.waitForSelector(`#sessions a[data-id="${id}"]`);
+    const listed = await page.$$eval("#sessions a", (els) => els.map((el) => el.dataset.id));
+    const chat = await transcript(page);
+    // Regenerate the last answer (in a fork), fork that, and close the fork.
+    await page.click("#regenerate");
+    await page.waitForFunction((id) => !location.hash.endsWith(id), id);
+    await page.waitForFunction(() => document.querySelectorAll("#conversation .msg-assistant:not(.streaming)").length === 2);
+    await waitIdle(page, "completed");
+    const regenerated = await transcript(page);
+    const regeneratedID = await page.evaluate(() => decodeURIComponent(location.hash.slice(4)));
+    await page.click("#fork");
+    await page.waitForFunction((id) => !location.hash.endsWith(id), regeneratedID);
+    await page.waitForFunction(() => document.querySelectorAll("#conversation .msg").length === 4);
+    const forked = await transcript(page);
+    page.once("dialog", (d) => d.accept());
+    await page.click("#close-session");
+    await page.waitForFunction(() => document.getElementById("session-state").textContent === "closed");
+    const closed = await page.evaluate(() => document.getElementById("input").disabled);
+    return { id, agents, listed, transcript: chat, regenerated, forked, closed };
+  },
+
+  // child: a child session opens in its own view from its parent's; then a
+  // run that fails.
+  async child(page) {
+    await newSession(page, "delegator");
+    await send(page, "ask the child");
+    await waitIdle(page, "completed");
+    const parent = await transcript(page);
+    await page.click(".subagent a");
+    await page.waitForSelector("#session-parent a");
+    await page.waitForFunction(() => document.querySelectorAll("#conversation .msg-assistant:not(.streaming)").length === 1);
+    const child = await transcript(page);
+    await newSession(page, "failing");
+    await send(page, "try");
+    await page.waitForSelector(".run-end-failed");
+    await waitIdle(page, "error");
+    return { transcript: parent, child, failed: await transcript(page) };
+  },
+
+  // approve: one call approved, one denied with a reason, each with its arguments shown.
+  async approve(page) {
+    const id = await newSession(page, "gated");
+    await send(page, "remember my settings");
+    await page.waitForSelector(".approval.pending >> nth=1");
+    const args = await page.$$eval(".approval.pending .args", (els) => els.map((el) => el.textContent));
+    await page.click(".approval.pending >> nth=0 >> button.approve");
+    await page.waitForSelector(".approval:not(.pending) >> nth=0");
+    await page.fill(".approval.pending .reason", "not that one");
+    await page.click(".approval.pending button.deny");
+    await waitIdle(page, "completed");
+    return { id, args, transcript: await transcript(page) };
+  },
+
+  // cancel: input sent while busy is refused with its detail, then the run is stopped.
+  async cancel(page) {
+    const id = await newSession(page, "waiter");
+    await send(page, "take your time");
+    await page.waitForSelector('.tool:has(.tool-name:text-is("wait")) .badge-running');
+    await page.selectOption("#if-busy", "reject");
+    await send(page, "are you done?");
+    await page.waitForSelector("#session-problem:not([hidden])");
+    const busyProblem = await page.textContent("#session-problem");
+    await page.click("#cancel-run");
+    await page.waitForSelector(".run-end-cancelled");
+    await waitIdle(page, "completed");
+    const first = await transcript(page);
+    // A second run, stopped from a new tab, which starts from a snapshot of
+    // the first run while the second is in progress.
+    await page.fill("#input", "once more");
+    await page.press("#input", "Enter");
+    await page.waitForSelector(".tool >> nth=1 >> .badge-running");
+    const other = await page.context().newPage();
+    await other.goto(page.url());
+    await other.waitForSelector(".tool >> nth=1 >> .badge-running");
+    await other.click("#cancel-run");
+    await waitIdle(other, "completed");
+    await page.waitForSelector(".run-end-cancelled >> nth=1");
+    return { id, busyProblem, transcript: first, other: await transcript(other) };
+  },
+
+  // reload: the page is reloaded while the run waits for an approval, and
+  // again while the answer streams; the conversation must hold every token once.
+  async reload(page) {
+    const id = await newSession(page, "paced");
+    await send(page, "blue");
+    await page.waitForSelector(".approval.pending");
+    await reloadPage(page);
+    const restored = await transcript(page);
+    await page.click(".approval.pending button.approve");
+    await waitWords(page, 4);
+    // A new tab has nothing saved: it starts from a snapshot, mid-run.
+    const other = await page.context().newPage();
+    await other.goto(page.url());
+    await other.waitForSelector(".stream-status.status-live");
+    await waitWords(page, 12);
+    if (process.env.SCREENSHOT) {
+      await page.evaluate(() => document.activeElement && document.activeElement.blur());
+      await page.screenshot({ path: process.env.SCREENSHOT, animations: "disabled" });
+    }
+    await reloadPage(page);
+    await waitIdle(page, "completed");
+    await waitIdle(other, "completed");
+    return { id, restored, transcript: await transcript(page), other: await transcript(other) };
+  },
+
+  // drop: the test drops every connection while the run waits for an
+  // approval, and again mid-answer; the console reconnects by itself.
+  async drop(page) {
+    const id = await newSession(page, "paced");
+    await send(page, "green");
+    await page.waitForSelector(".approval.pending");
+    await dropConnections(page);
+    await page.click(".approval.pending button.approve");
+    await waitWords(page, 8);
+    await dropConnections(page);
+    await waitIdle(page, "completed");
+    return { id, transcript: await transcript(page) };
+  },
+
+  // refused: without a key the console shows the 401's detail; with one it works.
+  async refused(page) {
+    await page.waitForSelector("#global-problem:not([hidden])");
+    const problem = await page.textContent("#global-problem");
+    await page.fill("#key-input", process.env.API_KEY);
+    await page.press("#key-input", "Enter");
+    await page.waitForSelector('button[data-agent="echo"]');
+    const id = await newSession(page, "echo");
+    await send(page, "with a key");
+    await waitIdle(page, "completed");
+    return { id, problem, transcript: await transcript(page) };
+  },
+};
+
+async function main() {
+  const context = await chromium.launchPersistentContext(process.env.USER_DATA_DIR, {
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    viewport: { width: 1280, height: 1000 },
+    colorScheme: "light",
+  });
+  context.setDefaultTimeout(timeout);
+
+  // Any request to another origin fails the run: the console must work offline.
+  const foreign = [];
+  context.on("request", (req) => {
+    if (!req.url().startsWith(base) && !req.url().startsWith("data:")) foreign.push(req.url());
+  });
+  const pageErrors = [];
+  // Where each request for the event stream started reading.
+  const streams = [];
+  context.on("request", (req) => {
+    const url = new URL(req.url());
+    if (url.pathname.endsWith("/events")) streams.push(url.search);
+  });
+
+  try {
+    const page = context.pages()[0] || await context.newPage();
+    page.on("pageerror", (err) => pageErrors.push(String(err)));
+    await page.goto(base + "/");
+    let result;
+    try {
+      result = await scenarios[scenario](page);
+    } catch (err) {
+      // Say what the page showed when the scenario gave up waiting.
+      const shown = await page.evaluate(() => ({
+        hash: location.hash,
+        state: document.getElementById("session-state").textContent,
+        stream: document.getElementById("stream-status").textContent,
+        stopRun: !document.getElementById("cancel-run").hidden,
+        problems: [...document.querySelectorAll(".problem:not([hidden])")].map((el) => el.textContent),
+      })).catch(() => ({}));
+      console.error("page:", JSON.stringify(shown), "\ntranscript:", JSON.stringify(await transcript(page).catch(() => [])), "\nstreams:", streams);
+      throw err;
+    }
+    result.foreignRequests = foreign;
+    result.pageErrors = pageErrors;
+    result.streams = streams;
+    console.log("result " + JSON.stringify(result));
+  } finally {
+    await context.close();
+  }
+}
+
+await main();

@@ -1,0 +1,111 @@
+// The kerneld API as the console uses it: every request carries the API
+// key the person gave (kept in this tab's sessionStorage only), and every
+// refusal becomes a Problem carrying the server's problem+json.
+
+const keyItem = "kerneld.console.apiKey";
+
+export function apiKey() {
+  return sessionStorage.getItem(keyItem) || "";
+}
+
+export function setAPIKey(key) {
+  if (key) sessionStorage.setItem(keyItem, key);
+  else sessionStorage.removeItem(keyItem);
+}
+
+// authHeaders are the headers that authenticate a request, if a key is set.
+export function authHeaders() {
+  const key = apiKey();
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
+
+// Problem is a refused request: the RFC 9457 body the server sent, or one
+// made up here when the request never got an answer.
+export class Problem extends Error {
+  constructor(body) {
+    super(body.detail || body.title || `HTTP ${body.status}`);
+    this.status = body.status;
+    this.code = body.code || "";
+    this.title = body.title || "";
+    this.detail = body.detail || "";
+    this.body = body;
+  }
+}
+
+// problemFrom reads a refused response's problem+json, or describes the
+// response when its body is something else (a proxy's HTML page, say).
+export async function problemFrom(res) {
+  const text = await res.text().catch(() => "");
+  try {
+    const body = JSON.parse(text);
+    if (body && typeof body === "object") return new Problem({ status: res.status, ...body });
+  } catch {
+    // not JSON: described below
+  }
+  return new Problem({ status: res.status, title: res.statusText || `HTTP ${res.status}`, detail: text.slice(0, 300) });
+}
+
+// networkProblem describes a request that got no answer at all.
+export function networkProblem(err) {
+  return new Problem({ status: 0, code: "network", title: "No answer from kerneld", detail: String(err.message || err) });
+}
+
+// request sends one API request and returns its decoded JSON body (or
+// null for an empty one); it throws a Problem when refused.
+export async function request(method, path, body, headers = {}) {
+  const init = { method, headers: { Accept: "application/json", ...authHeaders(), ...headers } };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch (err) {
+    throw networkProblem(err);
+  }
+  if (!res.ok) throw await problemFrom(res);
+  const text = await res.text();
+  return text ? JSON.parse(text) : null;
+}
+
+const enc = encodeURIComponent;
+
+export const listAgents = () => request("GET", "/agents");
+
+// listSessions returns one page, newest first; filters left empty are not sent.
+export function listSessions({ agent = "", state = "", parentID = "", cursor = "", limit = 20 } = {}) {
+  const q = new URLSearchParams({ limit: String(limit) });
+  if (agent) q.set("agent", agent);
+  if (state) q.set("state", state);
+  if (parentID) q.set("parent_id", parentID);
+  if (cursor) q.set("cursor", cursor);
+  return request("GET", `/sessions?${q}`);
+}
+
+export const getSession = (id) => request("GET", `/sessions/${enc(id)}`);
+export const createSession = (agent) => request("POST", "/sessions", { agent });
+export const deleteSession = (id) => request("DELETE", `/sessions/${enc(id)}`);
+
+// sendInput starts a run; ifBusy is the busy policy (reject, queue,
+// interrupt, steer). The idempotency key makes a retried click safe.
+export function sendInput(id, input, ifBusy, idempotencyKey) {
+  return request("POST", `/sessions/${enc(id)}/run`, { input, if_busy: ifBusy || null },
+    idempotencyKey ? { "Idempotency-Key": idempotencyKey } : {});
+}
+
+export const cancelRun = (id, runID) => request("POST", `/sessions/${enc(id)}/runs/${enc(runID)}/cancel`);
+
+export const listApprovals = (id, runID) => request("GET", `/sessions/${enc(id)}/runs/${enc(runID)}/approvals`);
+
+export function decideApproval(id, runID, toolCallID, decision, reason) {
+  return request("POST", `/sessions/${enc(id)}/runs/${enc(runID)}/approvals/${enc(toolCallID)}`,
+    { decision, reason: reason || null });
+}
+
+// The conversation controls: a fork copies the history into a new
+// session; regenerate answers a run's input again, in a fork; close ends
+// the session for good (it stays readable).
+export const forkSession = (id) => request("POST", `/sessions/${enc(id)}/fork`);
+export const regenerateRun = (id, runID) => request("POST", `/sessions/${enc(id)}/runs/${enc(runID)}/regenerate`);
+export const closeSession = (id) => request("POST", `/sessions/${enc(id)}/close`);

@@ -1,0 +1,227 @@
+// Renders a conversation's items (see conversation.js) into the DOM,
+// touching only the items that changed, so a token costs one text update.
+
+import { replacedAll } from "./conversation.js";
+import { h } from "./dom.js";
+
+export class ConversationView {
+  // root is the conversation's container; onDecide(item, decision, reason)
+  // answers an approval and returns a promise that rejects with a Problem.
+  constructor(root, { onDecide }) {
+    this.root = root;
+    this.onDecide = onDecide;
+    this.nodes = new Map();
+  }
+
+  reset() {
+    this.root.replaceChildren();
+    this.nodes.clear();
+  }
+
+  // render brings the DOM in step with state: items it has not drawn are
+  // added in order, and the changed ones are redrawn.
+  render(state, changed) {
+    const follow = this.atBottom();
+    if (changed.has(replacedAll)) this.reset(); // a snapshot replaced the conversation
+    for (const item of state.items) {
+      let node = this.nodes.get(item.key);
+      if (!node) {
+        node = this.create(item);
+        this.nodes.set(item.key, node);
+        this.root.append(node.el);
+        node.update(item);
+      } else if (changed.has(item.key)) {
+        node.update(item);
+      }
+    }
+    if (follow) this.root.scrollTop = this.root.scrollHeight;
+  }
+
+  atBottom() {
+    const r = this.root;
+    return r.scrollHeight - r.scrollTop - r.clientHeight < 80;
+  }
+
+  create(item) {
+    switch (item.kind) {
+      case "message": return messageNode(item);
+      case "reasoning": return reasoningNode();
+      case "tool": return toolNode(item);
+      case "approval": return approvalNode(item, this.onDecide);
+      case "subagent": return subagentNode();
+      case "end": return endNode();
+      default: return noteNode();
+    }
+  }
+}
+
+function messageNode(item) {
+  const text = h("div", { class: "text" });
+  const el = h("div", { class: `msg msg-${item.role}`, "data-key": item.key },
+    h("div", { class: "who" }, item.role === "user" ? "You" : item.role), text);
+  return {
+    el,
+    update(m) {
+      text.textContent = m.text;
+      el.classList.toggle("streaming", m.open);
+    },
+  };
+}
+
+function reasoningNode() {
+  const summary = h("summary", {}, "Reasoning");
+  const text = h("div", { class: "text" });
+  const el = h("details", { class: "reasoning" }, summary, text);
+  return {
+    el,
+    update(r) {
+      summary.textContent = r.open ? "Thinking…" : `Reasoning (${r.text.length} characters)`;
+      text.textContent = r.text;
+    },
+  };
+}
+
+// pretty indents JSON text, or returns the text as it is.
+export function pretty(text) {
+  if (typeof text !== "string") return JSON.stringify(text, null, 2);
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
+
+// compact writes JSON text on one line, or returns the text as it is.
+function compact(text) {
+  try {
+    return JSON.stringify(JSON.parse(text));
+  } catch {
+    return text;
+  }
+}
+
+// readable writes short JSON on one line and long JSON indented.
+function readable(text) {
+  const line = compact(text);
+  return line.length <= 100 ? line : pretty(text);
+}
+
+// A tool call: its name and arguments on one line (in full below when they
+// are long), then its result once it has one.
+function toolNode(item) {
+  const badge = h("span", { class: "badge" });
+  const inline = h("code", { class: "args-inline" });
+  const args = h("pre", { class: "args" });
+  const argsBlock = h("div", { hidden: true }, h("div", { class: "label" }, "Arguments"), args);
+  const result = h("pre", { class: "result" });
+  const resultBlock = h("div", { hidden: true }, h("div", { class: "label" }, "Result"), result);
+  const el = h("details", { class: "tool", open: true, "data-key": item.key },
+    h("summary", {}, h("span", { class: "tool-icon", "aria-hidden": "true" }, "⚙"),
+      h("code", { class: "tool-name" }, item.name), inline, badge),
+    h("div", { class: "tool-body" }, argsBlock, resultBlock));
+  return {
+    el,
+    update(t) {
+      const state = t.result === null ? "running" : t.isError ? "error" : "done";
+      badge.textContent = state;
+      badge.className = `badge badge-${state}`;
+      const oneLine = compact(t.args || "{}");
+      inline.textContent = oneLine;
+      argsBlock.hidden = oneLine.length <= 60;
+      args.textContent = pretty(t.args || "{}");
+      resultBlock.hidden = t.result === null;
+      result.textContent = t.result === null ? "" : readable(t.result);
+    },
+  };
+}
+
+function approvalNode(item, onDecide) {
+  const status = h("p", { class: "approval-state", role: "status" });
+  const problem = h("div", { class: "problem", role: "alert", hidden: true });
+  const reason = h("input", { type: "text", class: "reason", placeholder: "Reason (optional, for a denial)", "aria-label": "Reason for denying" });
+  const approve = h("button", { type: "button", class: "primary approve" }, "Approve");
+  const deny = h("button", { type: "button", class: "danger deny" }, "Deny");
+  const actions = h("div", { class: "approval-actions" }, approve, deny, reason);
+  const title = h("h3", {}, "Approval needed: ", h("code", {}, item.toolName));
+  const args = h("div", {}, h("div", { class: "label" }, "Arguments"), h("pre", { class: "args" }, pretty(item.arguments)));
+  const el = h("section", { class: "approval", "data-key": item.key, "aria-label": `Approval for ${item.toolName}` },
+    title, args, actions, status, problem);
+  let current = item;
+  const decide = async (decision) => {
+    approve.disabled = deny.disabled = true;
+    problem.hidden = true;
+    try {
+      await onDecide(current, decision, reason.value.trim());
+    } catch (p) {
+      showProblem(problem, p);
+      approve.disabled = deny.disabled = false;
+    }
+  };
+  approve.addEventListener("click", () => decide("approve"));
+  deny.addEventListener("click", () => decide("deny"));
+  return {
+    el,
+    update(a) {
+      current = a;
+      const pending = a.state === "pending";
+      // Once decided, the card shrinks to one line: the tool call above
+      // it shows the arguments and the result.
+      actions.hidden = args.hidden = title.hidden = !pending;
+      el.classList.toggle("pending", pending);
+      status.textContent = pending
+        ? (a.expiresAt ? `Waiting for your decision (denied automatically at ${new Date(a.expiresAt).toLocaleTimeString()}).` : "Waiting for your decision.")
+        : `${a.toolName}: ${a.state}${a.reason ? ` (${a.reason})` : ""}.`;
+      status.className = `approval-state state-${a.state}`;
+    },
+  };
+}
+
+function subagentNode() {
+  const link = h("a", {});
+  const badge = h("span", { class: "badge" });
+  const text = h("div", { class: "text" });
+  const el = h("div", { class: "subagent" }, h("span", { "aria-hidden": "true" }, "↳ "), "Child session ", link, " ", badge, text);
+  return {
+    el,
+    update(c) {
+      link.textContent = c.name;
+      if (c.childSessionId) link.href = `#/s/${encodeURIComponent(c.childSessionId)}`;
+      badge.textContent = c.state;
+      badge.className = `badge badge-${c.state === "finished" ? "done" : c.state}`;
+      text.textContent = c.text;
+    },
+  };
+}
+
+const endings = {
+  cancelled: "Run cancelled.",
+  interrupted: "Run interrupted by new input.",
+  failed: "Run failed",
+};
+
+function endNode() {
+  const el = h("div", { class: "run-end", role: "status" });
+  return {
+    el,
+    update(e) {
+      el.className = `run-end run-end-${e.outcome}`;
+      el.textContent = endings[e.outcome] || `Run ended: ${e.outcome}.`;
+      if (e.error) el.textContent += `: ${e.error.message}${e.error.code ? ` (${e.error.code})` : ""}`;
+    },
+  };
+}
+
+function noteNode() {
+  const el = h("div", { class: "note" });
+  return { el, update(n) { el.textContent = n.text; } };
+}
+
+// showProblem fills el with a refused request's problem: its title and
+// status, its detail as the server wrote it, and its code.
+export function showProblem(el, p) {
+  el.replaceChildren(
+    h("strong", {}, p.title || "Request refused", p.status ? ` (${p.status})` : ""),
+    p.detail ? h("span", { class: "detail" }, ` ${p.detail}`) : "",
+    p.code ? h("code", { class: "code" }, p.code) : "");
+  el.hidden = false;
+}

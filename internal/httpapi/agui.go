@@ -89,15 +89,15 @@ func (s *Server) handleAGUIRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var open map[string]bool
-	if sess.ActiveRunID == "" { // else the busy policy answers
-		open = openToolCalls(history)
-	}
-	input, results, err := newRunInput(in.messages, history, open)
+	own, err := s.agentToolNames(r)
 	if err != nil {
 		return err
 	}
-	clientTools, err := s.clientTools(r, in.tools)
+	input, results, err := newRunInput(in.messages, history, openClientCalls(history, own))
+	if err != nil {
+		return err
+	}
+	clientTools, err := s.clientTools(r, in.tools, own)
 	if err != nil {
 		return err
 	}

@@ -53,10 +53,24 @@ func duplicateTools(v *errdefs.ValidationError, tools []session.ClientTool) *err
 	return v
 }
 
-// clientTools checks the tools a client offers a run of agent {name}:
-// the agent must allow client tools (agent file `client_tools`), and
-// none may shadow one of the agent's own.
-func (s *Server) clientTools(r *http.Request, tools []session.ClientTool) ([]session.ClientTool, error) {
+// agentToolNames returns the names of the tools agent {name} has.
+func (s *Server) agentToolNames(r *http.Request) (map[string]bool, error) {
+	spec, err := s.kernel.Agent(r.PathValue("name"))
+	if err != nil {
+		return nil, err
+	}
+	tools, _ := s.kernel.AgentTools(r.Context(), spec, false)
+	own := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		own[t.Name] = true
+	}
+	return own, nil
+}
+
+// clientTools checks the tools a client offers a run of agent {name},
+// whose own tools are own: the agent must allow client tools (agent file
+// `client_tools`), and none may shadow one of the agent's own.
+func (s *Server) clientTools(r *http.Request, tools []session.ClientTool, own map[string]bool) ([]session.ClientTool, error) {
 	if len(tools) == 0 {
 		return nil, nil
 	}
@@ -68,27 +82,29 @@ func (s *Server) clientTools(r *http.Request, tools []session.ClientTool) ([]ses
 		return nil, errdefs.New(errdefs.ErrUnprocessable, "client_tools_disabled",
 			"agent %s takes no client-side tools (client_tools: false in its file): send an empty tools list", spec.Name)
 	}
-	own, _ := s.kernel.AgentTools(r.Context(), spec, false)
 	var v *errdefs.ValidationError
 	for i, t := range tools {
-		for _, o := range own {
-			if o.Name == t.Name {
-				v = v.Add(fmt.Sprintf("tools[%d].name", i), fmt.Sprintf("%q is a tool of agent %s: a client tool may not shadow it", t.Name, spec.Name))
-			}
+		if own[t.Name] {
+			v = v.Add(fmt.Sprintf("tools[%d].name", i), fmt.Sprintf("%q is a tool of agent %s: a client tool may not shadow it", t.Name, spec.Name))
 		}
 	}
 	return tools, v.Err()
 }
 
-// openToolCalls returns the ids of the tool calls in history that have no
-// result: on an idle thread, the client tool calls its last run left.
-func openToolCalls(history []session.Message) map[string]bool {
+// openClientCalls returns the ids of the client tool calls in history
+// that have no result yet: calls without a result of tools that are not
+// the agent's own (a client tool may not shadow one). The agent's own
+// calls without a result belong to a run in progress; the busy policy
+// answers for those.
+func openClientCalls(history []session.Message, own map[string]bool) map[string]bool {
 	open := map[string]bool{}
 	for _, m := range history {
 		switch m.Role {
 		case session.RoleAssistant:
 			for _, c := range m.ToolCalls {
-				open[c.ID] = true
+				if !own[c.Name] {
+					open[c.ID] = true
+				}
 			}
 		case session.RoleTool:
 			delete(open, m.ToolCallID)

@@ -136,7 +136,7 @@ func (s *soaker) eventsRequest(ctx context.Context, id string, after int64) *htt
 
 // subscribe follows session id's stream, dropping the connection after a
 // random number of frames and resuming from the last seq, until the
-// session is gone.
+// session is gone (204 No Content, or 404 to the first request).
 func (s *soaker) subscribe(ctx context.Context, rng *rand.Rand, id string) {
 	var seqs seqTrack
 	for ctx.Err() == nil {
@@ -146,9 +146,9 @@ func (s *soaker) subscribe(ctx context.Context, rng *rand.Rand, id string) {
 			return
 		}
 		s.stats.status(res.StatusCode)
-		if res.StatusCode == http.StatusNotFound {
+		if res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusNoContent {
 			_ = res.Body.Close()
-			return // deleted
+			return // deleted: 204 to a resume (nothing more will come), 404 without a cursor
 		}
 		if res.StatusCode != http.StatusOK {
 			b, _ := io.ReadAll(io.LimitReader(res.Body, 512))

@@ -57,7 +57,7 @@ test: testdeps
 EXAMPLE := examples/copilotkit
 test-examples:
 	@if [ ! $(EXAMPLE)/node_modules/.package-lock.json -nt $(EXAMPLE)/package-lock.json ]; then \
-		PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix $(EXAMPLE) --no-audit --no-fund --loglevel=error; \
+		PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 SCARF_ANALYTICS=false npm ci --prefix $(EXAMPLE) --no-audit --no-fund --loglevel=error; \
 	fi
 	go test -count=1 -timeout 20m -tags examples ./examples/...
 

@@ -303,4 +303,3 @@ func equal(t *testing.T, what string, got, want []string) {
 		t.Errorf("%s:\ngot:\n\t%s\nwant:\n\t%s", what, strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
 	}
 }
-

@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: build run cluster test test-integration lint lint-api bench loadtest soak golden check agui mcp browser screenshot testdeps docker clean
+.PHONY: build run cluster test test-examples test-integration lint lint-api bench loadtest soak golden check agui mcp browser screenshot testdeps docker clean
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kerneld ./cmd/kerneld
@@ -49,6 +49,17 @@ testdeps: agui mcp browser
 
 test: testdeps
 	go test -race -count=1 -timeout 30m ./...
+
+# test-examples runs the CopilotKit example's browser test
+# (examples/copilotkit): its packages are large (about 800 MB), so make
+# test leaves it out. It installs them when missing or older than the
+# lock file (npm ci, never a browser: it uses Debian's Chromium).
+EXAMPLE := examples/copilotkit
+test-examples:
+	@if [ ! $(EXAMPLE)/node_modules/.package-lock.json -nt $(EXAMPLE)/package-lock.json ]; then \
+		PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 SCARF_ANALYTICS=false npm ci --prefix $(EXAMPLE) --no-audit --no-fund --loglevel=error; \
+	fi
+	go test -count=1 -timeout 20m -tags examples ./examples/...
 
 test-integration: testdeps
 	go test -race -count=1 -tags=integration ./...

@@ -102,3 +102,25 @@ func TestLoad_RepositoryModelAgents(t *testing.T) {
 		assert.Equal(t, "http://localhost:11434/v1", spec.Model.BaseURL)
 	})
 }
+
+// TestLoad_RepositoryGatedAgent: the shipped approvals demo closes with
+// words that say whether the note was saved.
+func TestLoad_RepositoryGatedAgent(t *testing.T) {
+	r, err := agents.Load(repoAgentsDir(t), agents.Options{
+		Providers: map[string]llm.Factory{"scripted": scripted.New, "openai": openai.New, "anthropic": anthropic.New},
+		KnownTool: func(name string) bool { return builtinTools[name] },
+		Getenv:    func(string) string { return "" },
+	})
+	require.NoError(t, err)
+	gated, err := r.Get("gated")
+	require.NoError(t, err)
+	for result, want := range map[string]string{`{"ok":true}`: "Saved your note.", "denied": "Not saved: you denied it.", "denied: not now": "Not saved: you denied it."} {
+		var text strings.Builder
+		req := llm.Request{Turn: 1, RunInput: "buy milk", Messages: []llm.Message{{Role: llm.RoleTool, Content: result}}}
+		require.NoError(t, gated.Provider.Stream(t.Context(), req, func(c llm.Chunk) error {
+			text.WriteString(c.Text)
+			return nil
+		}))
+		assert.Equal(t, want, text.String(), "after the result %q", result)
+	}
+}

@@ -23,14 +23,15 @@ import (
 // The parts kerneld reads are checked member by member, so a problem
 // names its field (messages[2].role).
 type aguiInput struct {
-	ThreadID       *string           `json:"threadId"`
-	RunID          *string           `json:"runId"`
-	State          json.RawMessage   `json:"state"`
-	Messages       []json.RawMessage `json:"messages"`
-	Tools          []json.RawMessage `json:"tools"`
-	Context        []json.RawMessage `json:"context"`
-	ForwardedProps json.RawMessage   `json:"forwardedProps"`
-	Resume         []json.RawMessage `json:"resume"`
+	ThreadID        *string           `json:"threadId"`
+	RunID           *string           `json:"runId"`
+	ProtocolVersion *string           `json:"protocolVersion"`
+	State           json.RawMessage   `json:"state"`
+	Messages        []json.RawMessage `json:"messages"`
+	Tools           []json.RawMessage `json:"tools"`
+	Context         []json.RawMessage `json:"context"`
+	ForwardedProps  json.RawMessage   `json:"forwardedProps"`
+	Resume          []json.RawMessage `json:"resume"`
 }
 
 // aguiMessage is the part of an AG-UI message kerneld compares and takes.
@@ -44,12 +45,15 @@ type aguiMessage struct {
 // aguiRun is a RunAgentInput, checked and read.
 type aguiRun struct {
 	threadID, runID string
-	messages        []clientMessage
-	context         []session.ContextEntry
-	state           json.RawMessage // nil: the client sent none
-	ifBusy          string
-	resume          []resumeAnswer
-	tools           []session.ClientTool
+	// legacy: the client declares no AG-UI protocol version of 1.0 or
+	// later (see legacyClient).
+	legacy   bool
+	messages []clientMessage
+	context  []session.ContextEntry
+	state    json.RawMessage // nil: the client sent none
+	ifBusy   string
+	resume   []resumeAnswer
+	tools    []session.ClientTool
 }
 
 // clientMessage is one message of the client's copy of the thread.
@@ -75,15 +79,16 @@ func (s *Server) handleAGUIRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if len(in.resume) > 0 {
+		// An answer applies or is refused, whatever its runId: never replayed.
+		return s.resumeAGUI(w, r, sess, in)
+	}
 	if run, err := s.kernel.GetRun(r.Context(), sess.ID, in.runID); err == nil {
 		// A retried runId: its run, replayed from its start.
 		w.Header().Set("Idempotent-Replayed", "true")
-		return s.streamAGUI(w, r, run)
+		return s.streamAGUI(w, r, run, in.legacy)
 	} else if errdefs.CodeOf(err) != "run_not_found" {
 		return err
-	}
-	if len(in.resume) > 0 {
-		return s.resumeAGUI(w, r, sess, in)
 	}
 	history, err := s.history(r, sess.ID)
 	if err != nil {
@@ -115,18 +120,19 @@ func (s *Server) handleAGUIRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.streamAGUI(w, r, run)
+	return s.streamAGUI(w, r, run, in.legacy)
 }
 
 // streamAGUI streams run's events as the inline run stream does, without
 // the content of the user message the client sent: it has that already.
-func (s *Server) streamAGUI(w http.ResponseWriter, r *http.Request, run session.Run) error {
+// legacy presents the run to a client older than AG-UI 1.0.
+func (s *Server) streamAGUI(w http.ResponseWriter, r *http.Request, run session.Run, legacy bool) error {
 	after, err := s.streamStart(r, run)
 	if err != nil {
 		return err
 	}
 	w.Header().Set("Location", "/sessions/"+session.PublicID(run.SessionID)+"/runs/"+run.ID)
-	req := streamRequest{sessionID: run.SessionID, after: after, runID: run.ID, aguiView: s.newAGUIView(run, run.ID)}
+	req := streamRequest{sessionID: run.SessionID, after: after, runID: run.ID, aguiView: s.newAGUIView(run, run.ID, legacy)}
 	if run.UserMessageID != "" {
 		req.quiet = append(req.quiet, []byte(`"messageId":`+strconv.Quote(run.UserMessageID)))
 	}
@@ -284,6 +290,7 @@ func (in aguiInput) check() (aguiRun, error) {
 	out := aguiRun{}
 	out.threadID, v = clientIDField(v, "threadId", in.ThreadID)
 	out.runID, v = clientIDField(v, "runId", in.RunID)
+	out.legacy = legacyClient(in.ProtocolVersion)
 	if in.Messages == nil {
 		v = v.Add("messages", "required")
 	}

@@ -2,10 +2,12 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/kernel"
@@ -67,21 +69,17 @@ func readResume(i int, raw json.RawMessage) (resumeAnswer, *fieldProblem) {
 
 // resumeAGUI answers the interrupts of the run thread sess waits on and
 // streams the continuation of that run as a new AG-UI run, in.runID.
-// Every interrupt pending must be answered, and the messages may add
-// nothing: the run goes on from where it stopped.
+// in.runID may be any id: a new one, as AG-UI's own example sends, or the
+// interrupted run's, as CopilotKit's useInterrupt sends; a request with
+// resume is an answer, never a retry to replay. Every interrupt pending
+// must be answered, and the messages may add nothing: the run goes on
+// from where it stopped. An answer that cannot apply is a 409 saying why.
 func (s *Server) resumeAGUI(w http.ResponseWriter, r *http.Request, sess session.Session, in aguiRun) error {
-	if sess.ActiveRunID == "" {
-		return errdefs.Invalid("resume", "this thread has no pending interrupt")
-	}
-	run, err := s.kernel.GetRun(r.Context(), sess.ID, sess.ActiveRunID)
+	run, pending, err := s.waitingApprovals(r.Context(), sess)
 	if err != nil {
 		return err
 	}
-	pending, err := s.pendingApprovals(r.Context(), run)
-	if err != nil {
-		return err
-	}
-	if err := checkAnswers(in.resume, pending); err != nil {
+	if err := s.checkAnswers(r.Context(), sess, in, pending); err != nil {
 		return err
 	}
 	if err := s.noNewMessages(r, sess.ID, in.messages); err != nil {
@@ -89,6 +87,9 @@ func (s *Server) resumeAGUI(w http.ResponseWriter, r *http.Request, sess session
 	}
 	for _, a := range in.resume {
 		if _, err := s.kernel.Decide(r.Context(), sess.ID, run.ID, a.interruptID, a.approve, a.reason); err != nil {
+			if errdefs.CodeOf(err) == "approval_decided" { // another request answered it meanwhile
+				return notPending("resume: interrupt %q: %v", a.interruptID, err)
+			}
 			return err
 		}
 	}
@@ -96,25 +97,37 @@ func (s *Server) resumeAGUI(w http.ResponseWriter, r *http.Request, sess session
 	for _, a := range pending {
 		after = max(after, a.RequestSeq)
 	}
-	view := s.newAGUIView(run, in.runID)
+	view := s.newAGUIView(run, in.runID, in.legacy)
 	view.preface = runStartedFrame(run, in.runID, after)
 	w.Header().Set("Location", "/sessions/"+session.PublicID(run.SessionID)+"/runs/"+run.ID)
 	return s.streams.serve(w, r, s.kernel, streamRequest{sessionID: run.SessionID, after: after, runID: run.ID, aguiView: view})
 }
 
-// checkAnswers checks that answers decide exactly the pending approvals.
-func checkAnswers(answers []resumeAnswer, pending []kernel.Approval) error {
-	if len(pending) == 0 {
-		return errdefs.Invalid("resume", "this thread has no pending interrupt")
+// waitingApprovals returns the run thread sess waits on and its pending
+// approvals; none when it waits on nothing.
+func (s *Server) waitingApprovals(ctx context.Context, sess session.Session) (session.Run, []kernel.Approval, error) {
+	if sess.ActiveRunID == "" {
+		return session.Run{}, nil, nil
 	}
+	run, err := s.kernel.GetRun(ctx, sess.ID, sess.ActiveRunID)
+	if err != nil {
+		return session.Run{}, nil, err
+	}
+	pending, err := s.pendingApprovals(ctx, run)
+	return run, pending, err
+}
+
+// checkAnswers checks that in.resume decides exactly the pending
+// approvals of thread sess: an answer to anything else is a conflict that
+// says why, a pending approval left unanswered a bad request.
+func (s *Server) checkAnswers(ctx context.Context, sess session.Session, in aguiRun, pending []kernel.Approval) error {
 	open := make(map[string]bool, len(pending))
 	for _, a := range pending {
 		open[a.ToolCallID] = true
 	}
-	for _, a := range answers {
+	for _, a := range in.resume {
 		if !open[a.interruptID] {
-			return errdefs.New(errdefs.ErrConflict, "interrupt_not_pending",
-				"resume: %q is not a pending interrupt of this thread (answered already, or never asked)", a.interruptID)
+			return s.whyNotPending(ctx, sess, in.runID, a.interruptID, pending)
 		}
 		delete(open, a.interruptID)
 	}
@@ -128,6 +141,55 @@ func checkAnswers(answers []resumeAnswer, pending []kernel.Approval) error {
 		return errdefs.Invalid("resume", "every pending interrupt needs an answer; unanswered: "+strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// lookBackRuns bounds how many of a thread's latest runs whyNotPending
+// searches for an interrupt it is not waiting on.
+const lookBackRuns = 20
+
+// whyNotPending is the conflict of an answer to interrupt id, which
+// thread sess is not waiting on: it was decided already, its run ended
+// without a decision, or it was never asked (the thread may be waiting on
+// others: pending). It looks in the run the request names, then in the
+// thread's latest runs.
+func (s *Server) whyNotPending(ctx context.Context, sess session.Session, runID, id string, pending []kernel.Approval) error {
+	runs := []string{runID}
+	if page, err := s.kernel.ListRuns(ctx, sess.ID, kernel.PageRequest{Limit: lookBackRuns}); err == nil {
+		for _, run := range page.Items {
+			runs = append(runs, run.ID)
+		}
+	}
+	for _, rid := range runs {
+		approvals, err := s.kernel.Approvals(ctx, sess.ID, rid)
+		if err != nil {
+			continue // not a run of this thread: the client's own runId
+		}
+		for _, a := range approvals {
+			switch {
+			case a.ToolCallID != id:
+			case a.State == kernel.ApprovalCancelled:
+				return notPending("resume: interrupt %q of run %s can no longer be answered: the run ended before a decision", id, rid)
+			case a.State == kernel.ApprovalPending: // decided, the decision not logged yet
+				return notPending("resume: interrupt %q was already answered; its decision is on its way to run %s", id, rid)
+			default:
+				return notPending("resume: interrupt %q was already answered (%s at %s); to read what followed, GET /sessions/%s/events?run_id=%s",
+					id, a.State, a.DecidedAt.UTC().Format(time.RFC3339), session.PublicID(sess.ID), rid)
+			}
+		}
+	}
+	if len(pending) == 0 {
+		return notPending("resume: interrupt %q was never asked on this thread, and it waits on no interrupt", id)
+	}
+	ids := make([]string, len(pending))
+	for i, a := range pending {
+		ids[i] = a.ToolCallID
+	}
+	return notPending("resume: interrupt %q is not one this thread waits on; it waits on %s", id, strings.Join(ids, ", "))
+}
+
+// notPending is the 409 of an answer to an interrupt that is not pending.
+func notPending(format string, args ...any) error {
+	return errdefs.New(errdefs.ErrConflict, "interrupt_not_pending", format, args...)
 }
 
 // noNewMessages checks that a resuming client's messages agree with the

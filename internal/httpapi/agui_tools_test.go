@@ -15,7 +15,7 @@ import (
 // toolsBody is a RunAgentInput offering tools.
 func toolsBody(t *testing.T, thread, run string, tools []map[string]any, messages ...map[string]any) string {
 	t.Helper()
-	b, err := json.Marshal(map[string]any{"threadId": thread, "runId": run, "messages": messages, "tools": tools})
+	b, err := json.Marshal(map[string]any{"threadId": thread, "runId": run, "protocolVersion": "1.0", "messages": messages, "tools": tools})
 	require.NoError(t, err)
 	return string(b)
 }

@@ -28,6 +28,9 @@ type aguiView struct {
 	// interrupt returns the frame that ends the stream at the approval
 	// request with seq seq, or nil when nothing is pending any more.
 	interrupt func(ctx context.Context, seq int64) []byte
+	// legacy presents the run's end in the terms of AG-UI before 1.0 (see
+	// legacyRunEnd).
+	legacy bool
 }
 
 // approvalRequestedName marks the CUSTOM frame of an approval request.
@@ -35,10 +38,16 @@ var approvalRequestedName = []byte(`"name":"kerneld.approval.requested"`)
 
 // present returns the frame of an event as the client is to see it.
 func (v *aguiView) present(typ session.EventType, frame []byte) []byte {
-	if v == nil || v.from == nil || !typ.Ends() {
+	if v == nil || !typ.Ends() {
 		return frame
 	}
-	return bytes.Replace(frame, v.from, v.to, 1)
+	if v.from != nil {
+		frame = bytes.Replace(frame, v.from, v.to, 1)
+	}
+	if v.legacy && typ == session.EventRunFinished {
+		frame = legacyRunEnd(frame)
+	}
+	return frame
 }
 
 // interrupts ends the stream at an approval request of its run, when the
@@ -59,8 +68,8 @@ func (st *stream) interrupts(ctx context.Context, seq int64, typ session.EventTy
 // newAGUIView returns the view of run for a client that calls it
 // clientRunID: the run's own id on its first request, the resuming
 // request's runId on a continuation.
-func (s *Server) newAGUIView(run session.Run, clientRunID string) *aguiView {
-	v := &aguiView{}
+func (s *Server) newAGUIView(run session.Run, clientRunID string, legacy bool) *aguiView {
+	v := &aguiView{legacy: legacy}
 	if clientRunID != run.ID {
 		v.from = []byte(`"runId":` + strconv.Quote(run.ID))
 		v.to = []byte(`"runId":` + strconv.Quote(clientRunID))

@@ -1,21 +1,32 @@
 // httpagent.mjs drives kerneld's AG-UI route with the official HttpAgent,
 // as a frontend would, and checks what the client ends up with.
 //
-// Usage: node httpagent.mjs BASE_URL KEY_A KEY_B
+// Usage: node httpagent.mjs BASE_URL KEY_A KEY_B [CLIENT_VERSION]
 //
-// KEY_A and KEY_B are API keys of two tenants. Every stream the agent
-// receives must pass @ag-ui/core's EventSchema and @ag-ui/client's
-// verifyEvents. Prints "ok NAME" or "FAIL NAME: reason" per scenario and
-// exits 1 if any failed.
-import { HttpAgent, verifyEvents } from "@ag-ui/client";
-import { EventSchema } from "@ag-ui/core/schemas";
+// KEY_A and KEY_B are API keys of two tenants. CLIENT_VERSION is the
+// @ag-ui/client generation to drive (clients.mjs): 1.0.0, the default, or
+// 0.0.59, the one CopilotKit pins. Every stream the agent receives must
+// pass that generation's EventSchema and verifyEvents. Prints "ok NAME"
+// or "FAIL NAME: reason" per scenario and exits 1 if any failed.
 import { randomUUID } from "node:crypto";
 import { from, lastValueFrom, toArray } from "rxjs";
+import { loadClient } from "./clients.mjs";
 
-const [base, keyA, keyB] = process.argv.slice(2);
+const [base, keyA, keyB, clientVersion] = process.argv.slice(2);
+const { HttpAgent, verifyEvents, EventSchema, version } = await loadClient(clientVersion);
+
+// RecordingAgent is HttpAgent keeping the body of its last request, so a
+// scenario can send it again as a retrying client would.
+class RecordingAgent extends HttpAgent {
+  requestInit(input) {
+    const init = super.requestInit(input);
+    this.lastBody = init.body;
+    return init;
+  }
+}
 
 function agentFor(name, key, threadId) {
-  return new HttpAgent({
+  return new RecordingAgent({
     url: `${base}/agents/${name}/agui`,
     threadId,
     headers: { Authorization: `Bearer ${key}` },
@@ -67,9 +78,9 @@ async function interrupted(agent) {
 }
 
 // answer resumes agent's interrupts, each with entry(interrupt), and
-// returns the continuation's events, which must finish the run.
-async function answer(agent, interrupts, entry) {
-  const runId = randomUUID();
+// returns the continuation's events, which must finish the run. runId is
+// the continuation's: a new one by default, as AG-UI's own example does.
+async function answer(agent, interrupts, entry, runId = randomUUID()) {
   const events = await runChecked(agent, { runId, resume: interrupts.map((i) => ({ interruptId: i.id, ...entry })) });
   check(events[0].runId === runId && events.at(-1).runId === runId, "the continuation is not the client's run");
   check((events.at(-1).outcome?.type ?? "success") === "success", `the continuation ended ${JSON.stringify(events.at(-1).outcome)}`);
@@ -85,6 +96,30 @@ const pageTitle = {
   description: "Reads the title of the page the user is on.",
   parameters: { type: "object", properties: { selector: { type: "string" } } },
 };
+
+// readSnapshot reads what a reloaded page starts from: the first frame of
+// GET /sessions/{id}/events?snapshot=messages, a MESSAGES_SNAPSHOT.
+async function readSnapshot(key, id) {
+  const stop = new AbortController();
+  const res = await fetch(`${base}/sessions/${id}/events?snapshot=messages`, {
+    headers: { Authorization: `Bearer ${key}`, Accept: "text/event-stream" },
+    signal: stop.signal,
+  });
+  check(res.ok, `GET /sessions/${id}/events?snapshot=messages: ${res.status}`);
+  const decoder = new TextDecoder();
+  let text = "";
+  try {
+    for await (const chunk of res.body) {
+      text += decoder.decode(chunk, { stream: true });
+      const frame = text.split("\n\n").find((f) => f.includes("event: MESSAGES_SNAPSHOT"));
+      const data = frame?.split("\n").find((l) => l.startsWith("data: "));
+      if (data && text.includes(frame + "\n\n")) return JSON.parse(data.slice("data: ".length));
+    }
+  } finally {
+    stop.abort();
+  }
+  throw new Error("the stream ended without a MESSAGES_SNAPSHOT");
+}
 
 const scenarios = {
   async "client-side tool round trip"() {
@@ -127,6 +162,69 @@ const scenarios = {
     })).json();
     check(approvals.data?.every((a) => a.state === "denied"), `approvals ${JSON.stringify(approvals)}`);
   },
+  async "approval: resume under the interrupted runId, then again: 409"() {
+    // CopilotKit's useInterrupt answers under the runId of the run that
+    // ended on the interrupt.
+    const agent = agentFor("gated", keyA, randomUUID());
+    const runId = randomUUID();
+    agent.addMessage({ id: randomUUID(), role: "user", content: "save a and b" });
+    const first = await runChecked(agent, { runId });
+    const interrupts = first.at(-1).outcome.interrupts;
+    const events = await answer(agent, interrupts, { status: "resolved", payload: { decision: "approve" } }, runId);
+    check(toolResults(events).filter((c) => !c.startsWith("denied")).length >= 2, `results ${toolResults(events)}`);
+    const body = agent.lastBody;
+    check(JSON.parse(body).resume?.length === 2, "the client sent no resume");
+    // The same answer again, as a client retrying it would send it.
+    const res = await fetch(agent.url, { method: "POST", headers: { ...agent.headers, "Content-Type": "application/json" }, body });
+    const problem = await res.json();
+    check(res.status === 409 && problem.code === "interrupt_not_pending", `the repeated answer got ${res.status} ${JSON.stringify(problem)}`);
+    check(res.headers.get("Idempotent-Replayed") === null, "the repeated answer was replayed");
+  },
+  async "snapshot on reload"() {
+    const thread = randomUUID();
+    await run(agentFor("echo", keyA, thread), "before the reload");
+    // A reloaded page knows the thread id only; kerneld has the history.
+    const snapshot = await readSnapshot(keyA, thread);
+    const parsed = EventSchema.safeParse(snapshot);
+    check(parsed.success, `the snapshot fails EventSchema: ${parsed.error?.message}`);
+    const page = agentFor("echo", keyA, thread);
+    page.setMessages(snapshot.messages);
+    await run(page, "after the reload");
+    const roles = page.messages.map((m) => m.role).join();
+    check(roles === "user,assistant,user,assistant", `messages are ${roles}`);
+    check(page.messages[1].content === "before the reload", `the restored answer reads ${page.messages[1].content}`);
+    const res = await fetch(`${base}/sessions/${thread}/messages`, { headers: { Authorization: `Bearer ${keyA}` } });
+    const stored = (await res.json()).data;
+    check(stored.map((m) => m.id).join() === page.messages.map((m) => m.id).join(), "kerneld's history and the page's differ");
+  },
+  async "a run cancelled by someone else ends as this client understands it"() {
+    // 1.0 has a cancelled outcome; 0.0.x has none and gets RUN_ERROR
+    // code "cancelled", since its HttpAgent refuses outcomes it lacks.
+    const agent = agentFor("waiter", keyA, randomUUID());
+    agent.addMessage({ id: randomUUID(), role: "user", content: "wait" });
+    const events = [];
+    let cancelled;
+    const onEvent = ({ event }) => {
+      events.push(event);
+      if (event.type === "TOOL_CALL_END" && !cancelled) {
+        const runId = events[0].metadata.kerneld.runId;
+        cancelled = fetch(`${base}/sessions/${agent.threadId}/runs/${runId}/cancel`, {
+          method: "POST", headers: { Authorization: `Bearer ${keyA}` },
+        });
+      }
+    };
+    await agent.runAgent({}, { onEvent }).catch(() => {}); // a RUN_ERROR rejects in 0.0.x
+    check((await cancelled)?.ok, "the cancel failed");
+    for (const ev of events) {
+      const r = EventSchema.safeParse(ev);
+      check(r.success, `${ev.type} fails EventSchema: ${r.error?.message}`);
+    }
+    await lastValueFrom(from(events).pipe(verifyEvents(false), toArray()));
+    const end = events.at(-1);
+    const want = version === "0.0.59" ? end.type === "RUN_ERROR" && end.code === "cancelled"
+      : end.type === "RUN_FINISHED" && end.outcome?.type === "cancelled";
+    check(want, `the run ended with ${JSON.stringify(end)}`);
+  },
   async "two turns on one thread"() {
     const thread = randomUUID();
     const agent = agentFor("echo", keyA, thread);
@@ -159,10 +257,10 @@ let failed = false;
 for (const [name, fn] of Object.entries(scenarios)) {
   try {
     await fn();
-    console.log(`ok ${name}`);
+    console.log(`ok ${name} (@ag-ui/client ${version})`);
   } catch (err) {
     failed = true;
-    console.log(`FAIL ${name}: ${err?.stack ?? err}`);
+    console.log(`FAIL ${name} (@ag-ui/client ${version}): ${err?.stack ?? err}`);
   }
 }
 process.exit(failed ? 1 : 0);

@@ -1,7 +1,11 @@
 // verify.mjs checks that kerneld event logs are valid AG-UI 1.0 streams,
 // using the protocol's own packages.
 //
-// Usage: node verify.mjs FILE...
+// Usage: node verify.mjs [--client VERSION] FILE...
+//
+// VERSION is the @ag-ui/client generation whose schemas and verifier
+// judge (clients.mjs): 1.0.0, the default and the log's own protocol, or
+// 0.0.59, for what the AG-UI route sends a client that predates 1.0.
 //
 // Each FILE holds a JSON array of kerneld wire events (the objects of the
 // SSE data lines). Every event must pass @ag-ui/core's EventSchema, the whole
@@ -18,9 +22,12 @@
 // It prints "ok FILE (N events, R runs)" or "FAIL FILE: reasons" per file
 // and exits 1 if any file failed.
 import { readFileSync } from "node:fs";
-import { EventSchema } from "@ag-ui/core/schemas";
-import { verifyEvents } from "@ag-ui/client";
 import { from, lastValueFrom, toArray } from "rxjs";
+import { loadClient } from "./clients.mjs";
+
+const args = process.argv.slice(2);
+const flag = args[0] === "--client" ? args.splice(0, 2)[1] : undefined;
+const { EventSchema, verifyEvents } = await loadClient(flag);
 
 const maxProblems = 10;
 
@@ -158,9 +165,9 @@ async function check(file) {
   return { problems, count: events.length, runs: shape.runs };
 }
 
-const files = process.argv.slice(2);
+const files = args;
 if (files.length === 0) {
-  console.error("usage: node verify.mjs FILE...");
+  console.error("usage: node verify.mjs [--client VERSION] FILE...");
   process.exit(2);
 }
 for (const file of files) {

@@ -26,6 +26,16 @@ type step struct {
 	text      string
 	reasoning string
 	calls     []toolCall
+	// whenResult replaces text by the first entry whose prefix starts the
+	// last tool result the call sees, so a script can answer what a tool
+	// said (an approval's denial, say) the way a model reads it.
+	whenResult []resultText
+}
+
+// resultText is a step's text for a tool result that starts with prefix.
+type resultText struct {
+	prefix string
+	text   string
 }
 
 // toolCall is one scripted tool call with its arguments as JSON text.
@@ -96,9 +106,10 @@ func decodeSteps(path string, n *yaml.Node, steps *[]step) error {
 	for i, item := range n.Content {
 		st := &(*steps)[i]
 		err := decodeMapping(fmt.Sprintf("%s[%d]", path, i), item, map[string]fieldFunc{
-			"text":       valueField(&st.text),
-			"reasoning":  valueField(&st.reasoning),
-			"tool_calls": func(p string, n *yaml.Node) error { return decodeCalls(p, n, &st.calls) },
+			"text":        valueField(&st.text),
+			"reasoning":   valueField(&st.reasoning),
+			"tool_calls":  func(p string, n *yaml.Node) error { return decodeCalls(p, n, &st.calls) },
+			"when_result": func(p string, n *yaml.Node) error { return decodeWhenResult(p, n, &st.whenResult) },
 		})
 		if err != nil {
 			return err
@@ -122,6 +133,29 @@ func decodeCalls(path string, n *yaml.Node, calls *[]toolCall) error {
 		})
 		if err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// decodeWhenResult decodes one step's when_result list.
+func decodeWhenResult(path string, n *yaml.Node, out *[]resultText) error {
+	if n.Kind != yaml.SequenceNode {
+		return errdefs.Invalid(path, "must be a list of {starts_with, text}")
+	}
+	*out = make([]resultText, len(n.Content))
+	for i, item := range n.Content {
+		rt := &(*out)[i]
+		p := fmt.Sprintf("%s[%d]", path, i)
+		err := decodeMapping(p, item, map[string]fieldFunc{
+			"starts_with": valueField(&rt.prefix),
+			"text":        valueField(&rt.text),
+		})
+		if err != nil {
+			return err
+		}
+		if rt.prefix == "" || rt.text == "" {
+			return errdefs.Invalid(p, "needs starts_with and text")
 		}
 	}
 	return nil

@@ -38,6 +38,8 @@ var _ llm.Provider = (*Model)(nil)
 //	  - reasoning: "..."     # streamed word by word before the text
 //	    text: "You said: {input}"
 //	    tool_calls: [{name: current_time, arguments: {}}]
+//	    when_result:         # text instead, if the last tool result starts so
+//	      - {starts_with: "denied", text: "Not saved."}
 //	error: "boom"            # fail every call with this message ...
 //	fail_after_tokens: 3     # ... after this many text and reasoning tokens
 //	summary: "They chatted." # the answer to a compaction summary request
@@ -64,7 +66,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Chunk
 	if err := c.words(expand(st.reasoning, req.RunInput), reasoningChunk); err != nil {
 		return err
 	}
-	if err := c.words(expand(st.text, req.RunInput), textChunk); err != nil {
+	if err := c.words(expand(st.textFor(req.Messages), req.RunInput), textChunk); err != nil {
 		return err
 	}
 	if m.opts.errMsg != "" {
@@ -79,6 +81,24 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Chunk
 		}
 	}
 	return c.send(llm.Chunk{Usage: &llm.Usage{InputTokens: inputWords(req), OutputTokens: c.out}})
+}
+
+// textFor returns the step's text for a call that sees msgs: the text of
+// its first when_result entry whose prefix starts the last tool result,
+// or its text.
+func (st step) textFor(msgs []llm.Message) string {
+	for i := len(msgs) - 1; i >= 0 && len(st.whenResult) > 0; i-- {
+		if msgs[i].Role != llm.RoleTool {
+			continue
+		}
+		for _, rt := range st.whenResult {
+			if strings.HasPrefix(msgs[i].Content, rt.prefix) {
+				return rt.text
+			}
+		}
+		break
+	}
+	return st.text
 }
 
 // defaultSummary answers a summary request when the script gives none.

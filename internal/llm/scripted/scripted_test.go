@@ -290,6 +290,9 @@ func TestNew_Rejects(t *testing.T) {
 		{"negative fail point", "{fail_after_tokens: -1, script: [{text: hi}]}", "fail_after_tokens: must not be negative"},
 		{"mistyped fail point", "{fail_after_tokens: many, script: [{text: hi}]}", "fail_after_tokens: cannot unmarshal"},
 		{"mistyped text", "{script: [{text: {a: 1}}]}", "script[0].text: cannot unmarshal !!map into string"},
+		{"when_result not a list", "{script: [{text: a, when_result: denied}]}", "script[0].when_result: must be a list"},
+		{"when_result without text", "{script: [{text: a, when_result: [{starts_with: denied}]}]}", "script[0].when_result[0]: needs starts_with and text"},
+		{"unknown when_result field", "{script: [{text: a, when_result: [{prefix: d, text: b}]}]}", "script[0].when_result[0].prefix: unknown field"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -376,4 +379,39 @@ func TestModel_StreamSummary(t *testing.T) {
 	chunks, err = stream(t.Context(), mustNew(t, `{script: [{text: a}], summary_error: down}`), llm.Request{})
 	require.NoError(t, err, "summary_error fails summaries only")
 	assert.Equal(t, []string{"a"}, texts(chunks))
+}
+
+// A step's when_result picks its text from the last tool result the call
+// sees: a script can answer a denial as a model would.
+func TestModel_StreamWhenResult(t *testing.T) {
+	p := mustNew(t, `script:
+  - {text: "Saving.", tool_calls: [{name: memory_set}]}
+  - text: "Saved {input}."
+    when_result:
+      - {starts_with: "denied", text: "Not saved: you said no."}
+      - {starts_with: "error", text: "Not saved: it failed."}
+`)
+	call := func(results ...string) llm.Request {
+		msgs := []llm.Message{{Role: llm.RoleUser, Content: "x"}}
+		for _, r := range results {
+			msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: "Saving."}, llm.Message{Role: llm.RoleTool, Content: r})
+		}
+		return llm.Request{Turn: 1, RunInput: "the note", Messages: msgs}
+	}
+	tests := []struct {
+		name string
+		req  llm.Request
+		want string
+	}{
+		{"approved", call(`{"ok":true}`), "Saved the note."},
+		{"denied", call("denied: not now"), "Not saved: you said no."},
+		{"failed", call("error: disk full"), "Not saved: it failed."},
+		{"the last result counts", call("denied", `{"ok":true}`), "Saved the note."},
+		{"no result", llm.Request{Turn: 1, RunInput: "the note"}, "Saved the note."},
+	}
+	for _, tt := range tests {
+		chunks, err := stream(t.Context(), p, tt.req)
+		require.NoError(t, err)
+		assert.Equal(t, tt.want, strings.Join(texts(chunks), ""), tt.name)
+	}
 }

@@ -135,7 +135,9 @@ func RunScript(tb testing.TB, name string, args ...string) {
 	out, err := exec.CommandContext(ctx, "node", append([]string{path}, args...)...).CombinedOutput()
 	if err != nil {
 		tb.Errorf("node %s: %v\n%s", name, err, out)
+		return
 	}
+	tb.Logf("node %s:\n%s", name, out)
 }
 
 // unavailable skips tb, the checker being unavailable for err, or fails

@@ -59,6 +59,21 @@ testdeps: agui aisdk mcp browser
 test: testdeps
 	go test -race -count=1 -timeout 30m ./...
 
+# test-examples installs each example's npm packages (examples/*/, when
+# its lock file is newer than what is installed) and runs the examples'
+# tests: browser tests in Debian's Chromium, never a downloaded browser.
+# Without npm they skip and say why; .ci/run requires them.
+test-examples:
+	@if command -v npm >/dev/null 2>&1; then \
+		for d in examples/*/; do \
+			[ -f $$d/package-lock.json ] || continue; \
+			[ $$d/node_modules/.package-lock.json -nt $$d/package-lock.json ] \
+				|| PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix $$d --no-audit --no-fund --loglevel=error \
+				|| { echo "npm ci failed in $$d (offline?)"; exit 1; }; \
+		done; \
+	else echo "npm not found: the examples' tests will be skipped"; fi
+	go test -tags examples -race -count=1 -timeout 10m ./examples/...
+
 test-integration: testdeps
 	go test -race -count=1 -tags=integration ./...
 

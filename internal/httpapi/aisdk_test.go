@@ -26,8 +26,17 @@ tools: [{name: memory_set, require_approval: true}]
 approval_timeout: 1h
 `
 
-// aisdkAgents are the test kernel's agents plus approver.
-func aisdkAgents() []string { return append(append([]string{}, kerneltest.DefaultAgents...), approver) }
+// Reasoner reasons before it answers.
+const reasoner = `
+name: reasoner
+description: reasons, then answers
+model: {provider: scripted, script: [{reasoning: "weighing it", text: "yes"}]}
+`
+
+// aisdkAgents are the test kernel's agents plus approver and reasoner.
+func aisdkAgents() []string {
+	return append(append([]string{}, kerneltest.DefaultAgents...), approver, reasoner)
+}
 
 // chatBody is a DefaultChatTransport body: chat id, messages, trigger.
 func chatBody(t *testing.T, id, trigger string, messages ...map[string]any) string {
@@ -186,4 +195,44 @@ func mustJSON(t *testing.T, v any) []byte {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return b
+}
+
+func TestAISDKChatMapsEveryKind(t *testing.T) {
+	ts := newServer(t, serverOptions{kernel: kerneltest.Options{Agents: aisdkAgents()}})
+	t.Run("reasoning", func(t *testing.T) {
+		chunks := uiChunks(t, ts.do(t, "POST", "/agents/reasoner/ai-sdk", chatBody(t, "r1", "submit-message", uiUser("u1", "well?"))))
+		assert.Equal(t, "weighing it", chunkText(chunks, "reasoning-delta"))
+		assert.Equal(t, "yes", chunkText(chunks, "text-delta"))
+		assert.Equal(t, []string{"start", "start-step", "reasoning-start"}, chunkTypes(chunks)[:3])
+	})
+	t.Run("child session", func(t *testing.T) {
+		chunks := uiChunks(t, ts.do(t, "POST", "/agents/delegator/ai-sdk", chatBody(t, "d1", "submit-message", uiUser("u1", "ask"))))
+		var states []any
+		var ids []any
+		for _, c := range chunks {
+			if c["type"] == "data-kerneld-subagent" {
+				data := c["data"].(map[string]any)
+				states, ids = append(states, data["status"]), append(ids, c["id"])
+			}
+		}
+		require.Len(t, states, 2, "%v", chunkTypes(chunks))
+		assert.Equal(t, []any{"running", "finished"}, states)
+		assert.Equal(t, ids[0], ids[1], "the child's part is updated in place")
+		assert.Equal(t, "Asking echo.Echo answered.", chunkText(chunks, "text-delta"))
+	})
+	t.Run("tool error", func(t *testing.T) {
+		chunks := uiChunks(t, ts.do(t, "POST", "/agents/clumsy/ai-sdk", chatBody(t, "e1", "submit-message", uiUser("u1", "try"))))
+		assert.Contains(t, chunkTypes(chunks), "tool-output-error")
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		done := make(chan response, 1)
+		go func() { done <- ts.do(t, "POST", "/agents/waiter/ai-sdk", chatBody(t, "w1", "submit-message", uiUser("u1", "wait"))) }()
+		<-ts.kernel.Wait.Started()
+		sess := ts.must(t, http.StatusOK, "GET", "/sessions/w1", "")
+		ts.must(t, http.StatusOK, "POST", "/sessions/w1/runs/"+sess["active_run_id"].(string)+"/cancel", "")
+		chunks := uiChunks(t, <-done)
+		types := chunkTypes(chunks)
+		assert.Equal(t, []string{"abort", "finish"}, types[len(types)-2:])
+		assert.Equal(t, "other", chunks[len(chunks)-1]["finishReason"])
+	})
 }

@@ -14,12 +14,20 @@ if (!params.has("chat")) {
 }
 const chatId = params.get("chat")!;
 
+// loadChat returns the chat's history, [] for a new chat. After a
+// regenerate the chat goes on in a fork, which the chat's session names.
+async function loadChat(): Promise<UIMessage[]> {
+  const res = await fetch(`/sessions/${chatId}`);
+  if (!res.ok) return [];
+  const session = await res.json();
+  const transcript = await fetch(`/sessions/${session.metadata?.ai_sdk_session ?? chatId}/transcript`);
+  return transcript.ok ? transcript.json() : [];
+}
+
 export function App() {
   const [initial, setInitial] = useState<UIMessage[] | null>(null);
   useEffect(() => {
-    fetch(`/sessions/${chatId}/transcript`)
-      .then((res) => (res.ok ? res.json() : []))
-      .then(setInitial, () => setInitial([]));
+    loadChat().then(setInitial, () => setInitial([]));
   }, []);
   return initial === null ? <p>Loading…</p> : <Chat initial={initial} />;
 }

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -225,8 +226,18 @@ func TestAISDKChatMapsEveryKind(t *testing.T) {
 		assert.Contains(t, chunkTypes(chunks), "tool-output-error")
 	})
 	t.Run("cancelled", func(t *testing.T) {
+		body := chatBody(t, "w1", "submit-message", uiUser("u1", "wait"))
 		done := make(chan response, 1)
-		go func() { done <- ts.do(t, "POST", "/agents/waiter/ai-sdk", chatBody(t, "w1", "submit-message", uiUser("u1", "wait"))) }()
+		go func() { // the stream ends with the run, which the test cancels
+			res, err := ts.Client().Post(ts.URL+"/agents/waiter/ai-sdk", "application/json", strings.NewReader(body))
+			if err != nil {
+				done <- response{}
+				return
+			}
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body) // a short body fails the checks below
+			done <- response{status: res.StatusCode, header: res.Header, body: b}
+		}()
 		<-ts.kernel.Wait.Started()
 		sess := ts.must(t, http.StatusOK, "GET", "/sessions/w1", "")
 		ts.must(t, http.StatusOK, "POST", "/sessions/w1/runs/"+sess["active_run_id"].(string)+"/cancel", "")

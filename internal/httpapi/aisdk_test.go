@@ -104,6 +104,10 @@ func TestAISDKChatTwoTurns(t *testing.T) {
 	assert.Equal(t, "hello there", chunkText(chunks, "text-delta"), "the input is sent once, as the echo agent's answer")
 	assert.Equal(t, "stop", chunks[len(chunks)-1]["finishReason"])
 
+	retry := ts.do(t, "POST", "/agents/echo/ai-sdk", chatBody(t, "c1", "submit-message", uiUser("u1", "hello there")))
+	assert.Equal(t, "true", retry.header.Get("Idempotent-Replayed"))
+	assert.Equal(t, "hello there", chunkText(uiChunks(t, retry), "text-delta"), "a retry streams the same run again, not a new one")
+
 	answer := map[string]any{"id": "answer:u1", "role": "assistant", "parts": []map[string]any{{"type": "step-start"}, {"type": "text", "text": "hello there"}}}
 	chunks = uiChunks(t, ts.do(t, "POST", "/agents/echo/ai-sdk", chatBody(t, "c1", "submit-message", uiUser("u1", "hello there"), answer, uiUser("u2", "again"))))
 	assert.Equal(t, "answer:u2", chunks[0]["messageId"])

@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: build run cluster test test-examples test-integration lint lint-api bench loadtest soak golden check agui mcp browser screenshot testdeps docker clean
+.PHONY: build run cluster test test-integration test-examples lint lint-api bench loadtest soak golden check agui aisdk mcp browser screenshot testdeps docker clean
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kerneld ./cmd/kerneld
@@ -21,6 +21,15 @@ agui:
 		[ -d test/agui/node_modules/@ag-ui/client ] || npm ci --prefix test/agui --no-audit --no-fund --loglevel=error \
 			|| echo "npm ci failed (offline?): AG-UI conformance tests will be skipped"; \
 	else echo "npm not found: AG-UI conformance tests will be skipped"; fi
+
+# aisdk installs the Vercel AI SDK (`ai`) the AI SDK route's tests drive
+# kerneld with, when npm is available; without it, or offline, those
+# tests skip and say why (.ci/run requires them).
+aisdk:
+	@if command -v npm >/dev/null 2>&1; then \
+		[ -d test/aisdk/node_modules/ai ] || npm ci --prefix test/aisdk --no-audit --no-fund --loglevel=error \
+			|| echo "npm ci failed (offline?): AI SDK tests will be skipped"; \
+	else echo "npm not found: AI SDK tests will be skipped"; fi
 
 # mcp installs the reference MCP server (server-everything) the
 # MCP tests run, when npm is available; without it, or offline, those tests
@@ -45,21 +54,26 @@ screenshot: browser
 	go test -count=1 -run TestConsole_ReloadMidRun ./test/browser -update
 
 # testdeps installs what the optional test suites need.
-testdeps: agui mcp browser
+testdeps: agui aisdk mcp browser
 
 test: testdeps
 	go test -race -count=1 -timeout 30m ./...
 
-# test-examples runs the CopilotKit example's browser test
-# (examples/copilotkit): its packages are large (about 800 MB), so make
-# test leaves it out. It installs them when missing or older than the
-# lock file (npm ci, never a browser: it uses Debian's Chromium).
-EXAMPLE := examples/copilotkit
+# test-examples installs each example's npm packages (the CopilotKit
+# example's are about 800 MB, so make test leaves the examples out) (examples/*/, when
+# its lock file is newer than what is installed) and runs the examples'
+# tests: browser tests in Debian's Chromium, never a downloaded browser.
+# Without npm they skip and say why; .ci/run requires them.
 test-examples:
-	@if [ ! $(EXAMPLE)/node_modules/.package-lock.json -nt $(EXAMPLE)/package-lock.json ]; then \
-		PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 SCARF_ANALYTICS=false npm ci --prefix $(EXAMPLE) --no-audit --no-fund --loglevel=error; \
-	fi
-	go test -count=1 -timeout 20m -tags examples ./examples/...
+	@if command -v npm >/dev/null 2>&1; then \
+		for d in examples/*/; do \
+			[ -f $$d/package-lock.json ] || continue; \
+			[ $$d/node_modules/.package-lock.json -nt $$d/package-lock.json ] \
+				|| PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 SCARF_ANALYTICS=false npm ci --prefix $$d --no-audit --no-fund --loglevel=error \
+				|| { echo "npm ci failed in $$d (offline?)"; exit 1; }; \
+		done; \
+	else echo "npm not found: the examples' tests will be skipped"; fi
+	go test -tags examples -race -count=1 -timeout 20m ./examples/...
 
 test-integration: testdeps
 	go test -race -count=1 -tags=integration ./...

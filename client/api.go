@@ -191,6 +191,15 @@ func (c *Client) ListMessages(ctx context.Context, id string, page Page) (Messag
 	return out, err
 }
 
+// Transcript returns a session's history as the Vercel AI SDK's
+// UIMessage list, what useChat takes as its messages
+// (GET /sessions/{id}/transcript).
+func (c *Client) Transcript(ctx context.Context, id string) ([]UIMessage, error) {
+	var out []UIMessage
+	err := c.do(ctx, request{method: http.MethodGet, path: sessionPath(id) + "/transcript"}, &out)
+	return out, err
+}
+
 // ListMemory returns every memory entry of a session, by key
 // (GET /sessions/{id}/memory).
 func (c *Client) ListMemory(ctx context.Context, id string) ([]MemoryEntry, error) {

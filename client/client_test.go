@@ -245,6 +245,12 @@ func TestRuns_ListGetMessagesEventPages(t *testing.T) {
 	require.Len(t, msgs.Data, 2)
 	assert.Equal(t, "user", msgs.Data[0].Role)
 	assert.Equal(t, "hello there", msgs.Data[1].Content)
+	transcript, err := c.Transcript(ctx, s.ID)
+	require.NoError(t, err)
+	require.Len(t, transcript, 2)
+	assert.Equal(t, msgs.Data[0].ID, transcript[0].ID)
+	assert.Equal(t, "answer:"+msgs.Data[0].ID, transcript[1].ID)
+	assert.Equal(t, "hello there", transcript[1].Parts[1]["text"])
 
 	page, err := c.Events(ctx, s.ID, client.EventPageOptions{After: 1, Limit: 3})
 	require.NoError(t, err)

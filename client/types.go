@@ -280,6 +280,17 @@ type Message struct {
 	CreatedAt  time.Time  `json:"created_at"`
 }
 
+// UIMessage is a message of a transcript, in the AI SDK's shape: a user
+// message, or the answer of the run that answered one (id "answer:" + the
+// user message's id). Parts are kept as the AI SDK defines them: each
+// has a "type" ("text", "step-start", "tool-<name>", ...) and the members
+// that type has.
+type UIMessage struct {
+	ID    string           `json:"id"`
+	Role  string           `json:"role"` // user | assistant
+	Parts []map[string]any `json:"parts"`
+}
+
 // ToolCall is a tool call an assistant message made.
 type ToolCall struct {
 	ID        string `json:"id"`

@@ -177,7 +177,43 @@ func (c *specChecker) check(r *http.Request, status int, header http.Header, bod
 	if route.Operation.Responses.Status(status).Value.Content.Get("text/event-stream") == nil {
 		return fmt.Errorf("the spec declares no text/event-stream response for status %d", status)
 	}
+	if header.Get("X-Vercel-AI-UI-Message-Stream") != "" {
+		return c.checkUIStream(body)
+	}
 	return c.checkStream(body)
+}
+
+// checkUIStream checks an AI SDK UI message stream: data lines of
+// UIMessageChunk objects, then [DONE] last if at all; comments and the
+// retry line besides.
+func (c *specChecker) checkUIStream(body []byte) error {
+	frames := strings.Split(string(body), "\n\n")
+	frames = frames[:len(frames)-1] // empty, or a frame cut short
+	var errs []error
+	done := false
+	for _, f := range frames {
+		if strings.HasPrefix(f, ":") || f == "retry: 2000" {
+			continue
+		}
+		data, ok := strings.CutPrefix(f, "data: ")
+		switch {
+		case !ok || strings.Contains(data, "\n"):
+			errs = append(errs, fmt.Errorf("frame %q is not one data line", f))
+		case done:
+			errs = append(errs, fmt.Errorf("frame %q follows [DONE]", f))
+		case data == "[DONE]":
+			done = true
+		default:
+			v, err := decodeValue([]byte(data))
+			if err == nil {
+				err = c.visit("UIMessageChunk", v)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("chunk %s: %w", data, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // routable returns r as the router can match it: gorilla/mux gives a path

@@ -38,6 +38,8 @@ func (s *Server) routes() chi.Router {
 		r.Post("/sessions/{id}/compact", s.handle(s.handleSessionCompact))
 		r.With(s.limitStreams).Post("/run", s.handle(s.handleOneCallRun))
 		r.With(s.limitStreams).Post("/agents/{name}/agui", s.handle(s.handleAGUIRun))
+		r.With(s.limitStreams).Post("/agents/{name}/ai-sdk", s.handle(s.handleAISDKChat))
+		r.With(s.limitStreams).Get("/agents/{name}/ai-sdk/{id}/stream", s.handle(s.handleAISDKStream))
 		r.Group(func(r chi.Router) {
 			r.Use(s.timeout)
 			r.Get("/agents", s.handle(s.handleAgentList))
@@ -59,6 +61,7 @@ func (s *Server) routes() chi.Router {
 			r.Get("/sessions/{id}/runs/{run_id}/approvals", s.handle(s.handleApprovalList))
 			r.Post("/sessions/{id}/runs/{run_id}/approvals/{tool_call_id}", s.handle(s.handleApprovalDecide))
 			r.Get("/sessions/{id}/messages", s.handle(sessionList(s.kernel.Messages, toMessageResponse)))
+			r.Get("/sessions/{id}/transcript", s.handle(s.handleSessionTranscript))
 			r.Get("/sessions/{id}/memory", s.handle(s.handleMemoryList))
 			r.Get("/sessions/{id}/memory/*", s.handle(s.handleMemoryGet))
 			r.Put("/sessions/{id}/memory/*", s.handle(s.handleMemoryPut))

@@ -29,6 +29,9 @@ type streamRequest struct {
 	// aguiView, when set, presents the run on the AG-UI route: it may end
 	// the stream at an approval request and rename the run (aguiview.go).
 	aguiView *aguiView
+	// uiView, when set, presents the run on the AI SDK route: as a UI
+	// message stream instead of AG-UI frames (aisdkview.go).
+	uiView *uiView
 }
 
 // stream is one SSE response being served, by its request's goroutine.
@@ -162,6 +165,10 @@ func (st *stream) step(ctx context.Context) (more, done bool, drop dropReason) {
 	for _, fr := range r.frames {
 		send, last := st.admit(fr.runID, fr.typ, fr.b)
 		switch {
+		case send && st.req.uiView != nil:
+			var end bool
+			st.buf, end = st.req.uiView.render(ctx, st.buf, fr.typ, fr.b)
+			last = last || end
 		case send && st.elides(fr.typ, fr.b):
 			st.buf = appendIDFrame(st.buf, fr.seq)
 		case send:
@@ -207,6 +214,10 @@ func (st *stream) fromLog(ctx context.Context, initial bool) (more, done bool, d
 		switch {
 		case !send:
 			st.buf = st.buf[:frameStart]
+		case st.req.uiView != nil:
+			var end bool
+			st.buf, end = st.req.uiView.render(ctx, st.buf[:frameStart], ev.Type, st.buf[frameStart:])
+			last = last || end
 		case st.elides(ev.Type, st.buf[frameStart:]):
 			st.buf = appendIDFrame(st.buf[:frameStart], ev.Seq)
 		default:

@@ -3,7 +3,6 @@ package main
 import (
 	"io"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -57,17 +56,7 @@ func TestProcess_RedisLosesSessions(t *testing.T) {
 func startOnRedis(t *testing.T, url, httpYAML string) *process {
 	t.Helper()
 	cfg := writeFile(t, t.TempDir(), "kerneld.yaml", "http:\n  addr: 127.0.0.1:0\n"+httpYAML)
-	p := &process{logs: &syncBuffer{}}
-	p.cmd = exec.Command(buildBinary(t), "-config", cfg, "-agents-dir", "../../configs/agents", "-store", "redis",
-		"-redis-url", url)
-	p.cmd.Stderr = p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.cmd.Process.Kill(); _ = p.cmd.Wait() })
-	p.base = "http://" + waitAddr(t, p.logs.String)
-	pollUntil(t, "kerneld ready", func() bool { return readyStatus(t, p.base) == http.StatusOK })
-	return p
+	return startBinary(t, "-config", cfg, "-agents-dir", "../../configs/agents", "-store", "redis", "-redis-url", url)
 }
 
 // streamStatus returns the status a reconnect to the session's stream

@@ -473,8 +473,8 @@ quotas:
   tokens_per_day: 1000
 `)
 	def := DefaultConfig().Quotas
-	if def != (QuotasConfig{RequestsPerSecond: 100, RequestBurst: 200, MaxSessions: 10000, RunsPerMinute: 300,
-		MaxConcurrentRuns: 50, TokensPerDay: 10_000_000}) {
+	if def != (QuotasConfig{RequestsPerSecond: 500, RequestBurst: 2000, MaxSessions: 100_000, RunsPerMinute: 1200,
+		MaxConcurrentRuns: 500, TokensPerDay: 10_000_000}) {
 		t.Errorf("defaults = %+v", def)
 	}
 	checkEnvTwins(t, file, []envTwinCase{

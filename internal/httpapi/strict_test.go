@@ -42,6 +42,7 @@ func TestDecode_Strict(t *testing.T) {
 		c("CaseInput", "POST", "/sessions/"+id+"/run", `{"INPUT":"hi"}`, "INPUT", `"input"`),
 		c("CaseValue", "PUT", memory+"k", `{"Value":1}`, "Value", `"value"`),
 		c("CaseIfBusy", "POST", "/run", `{"agent":"echo","input":"hi","If_Busy":"queue"}`, "If_Busy", `"if_busy"`),
+		c("CaseNested", "POST", "/sessions/"+id+"/run", `{"input":"hi","overrides":{"Model":"m"}}`, "overrides.Model", `"model"`),
 		// AG-UI's input is loose (unknown members are ignored), but a
 		// member in another case is not the one it resembles.
 		c("CaseThreadID", "POST", "/agents/echo/agui", `{"ThreadId":"t-c","runId":"r1","messages":[]}`, "threadId", "required"),

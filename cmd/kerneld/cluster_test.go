@@ -443,11 +443,26 @@ type ownRedis struct {
 	port string
 	dir  string
 	cmd  *exec.Cmd
+	// volatile keeps nothing on disk (appendonly no, no snapshots): a
+	// restart comes back empty.
+	volatile bool
 }
 
 // startOwnRedis starts redis-server with an append-only file synced on
 // every write, so a crash loses nothing it acknowledged.
 func startOwnRedis(t *testing.T) *ownRedis {
+	t.Helper()
+	return startRedis(t, false)
+}
+
+// startVolatileRedis starts redis-server keeping nothing on disk, so that
+// a restart loses every key.
+func startVolatileRedis(t *testing.T) *ownRedis {
+	t.Helper()
+	return startRedis(t, true)
+}
+
+func startRedis(t *testing.T, volatile bool) *ownRedis {
 	t.Helper()
 	redistest.Require(t)
 	if _, err := exec.LookPath("redis-server"); err != nil {
@@ -456,7 +471,7 @@ func startOwnRedis(t *testing.T) *ownRedis {
 		}
 		t.Skip("skip: needs redis-server to restart a Redis of its own")
 	}
-	r := &ownRedis{t: t, port: strconv.Itoa(freePort(t)), dir: t.TempDir()}
+	r := &ownRedis{t: t, port: strconv.Itoa(freePort(t)), dir: t.TempDir(), volatile: volatile}
 	r.start()
 	return r
 }
@@ -465,8 +480,12 @@ func (r *ownRedis) url() string { return "redis://127.0.0.1:" + r.port + "/0" }
 
 func (r *ownRedis) start() {
 	r.t.Helper()
-	r.cmd = exec.Command("redis-server", "--port", r.port, "--bind", "127.0.0.1", "--dir", r.dir,
-		"--appendonly", "yes", "--appendfsync", "always", "--save", "")
+	persistence := []string{"--appendonly", "yes", "--appendfsync", "always"}
+	if r.volatile {
+		persistence = []string{"--appendonly", "no"}
+	}
+	r.cmd = exec.Command("redis-server", append([]string{"--port", r.port, "--bind", "127.0.0.1", "--dir", r.dir,
+		"--save", ""}, persistence...)...)
 	logs := &syncBuffer{}
 	r.cmd.Stdout = logs
 	if err := r.cmd.Start(); err != nil {

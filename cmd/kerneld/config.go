@@ -63,6 +63,17 @@ type HTTPConfig struct {
 	MaxConnections      int           `yaml:"max_connections"`        // 0: the descriptor limit less headroom
 	MaxStreams          int           `yaml:"max_streams"`            // open event streams in all; 0: half of max_connections
 	MaxStreamsPerTenant int           `yaml:"max_streams_per_tenant"` // open event streams of one tenant; 0: no cap
+	// MaxConnectionsPerAddress caps one client address's connections (an
+	// IPv6 client's /64), or the requests a trusted proxy forwards for it
+	// at once; 0: no cap.
+	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
+	// FirstRequestTimeout is how long a new connection may take to send
+	// its first request line and headers; 0: read_header_timeout alone.
+	FirstRequestTimeout time.Duration `yaml:"first_request_timeout"`
+	// TrustedProxies are the reverse proxies (addresses or networks)
+	// whose X-Forwarded-For names the client for the per-address cap.
+	// KERNELD_TRUSTED_PROXIES, comma-separated, replaces the list.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 
 	// CORSOrigins are the origins whose pages may call the API from a
 	// browser; none by default. KERNELD_CORS_ORIGINS, comma-separated,
@@ -128,6 +139,7 @@ func DefaultConfig() Config {
 			MaxBodyBytes: 1 << 20, Heartbeat: 15 * time.Second,
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
 			MinBodyRate: 1024, BodyRateGrace: 5 * time.Second, MaxStreamsPerTenant: 1000,
+			MaxConnectionsPerAddress: 2048, FirstRequestTimeout: 5 * time.Second,
 		},
 		Quotas:    QuotasConfig(quota.DefaultLimits()),
 		Store:     StoreConfig{Kind: "sqlite", DataDir: "./data", Redis: RedisConfig{LeaseTTL: 10 * time.Second}},
@@ -208,6 +220,9 @@ func loadConfig(f flagValues, getenv func(string) string) (Config, error) {
 	if v := getenv("KERNELD_CORS_ORIGINS"); v != "" {
 		cfg.HTTP.CORSOrigins = splitList(v)
 	}
+	if v := getenv("KERNELD_TRUSTED_PROXIES"); v != "" {
+		cfg.HTTP.TrustedProxies = splitList(v)
+	}
 	return cfg, cfg.Validate()
 }
 
@@ -229,6 +244,8 @@ func (c *Config) envTwins() []envTwin {
 		{"KERNELD_MAX_CONNECTIONS", "http.max_connections", &h.MaxConnections},
 		{"KERNELD_MAX_STREAMS", "http.max_streams", &h.MaxStreams},
 		{"KERNELD_MAX_STREAMS_PER_TENANT", "http.max_streams_per_tenant", &h.MaxStreamsPerTenant},
+		{"KERNELD_MAX_CONNECTIONS_PER_ADDRESS", "http.max_connections_per_address", &h.MaxConnectionsPerAddress},
+		{"KERNELD_FIRST_REQUEST_TIMEOUT", "http.first_request_timeout", &h.FirstRequestTimeout},
 		{"KERNELD_REQUESTS_PER_SECOND", "quotas.requests_per_second", &c.Quotas.RequestsPerSecond},
 		{"KERNELD_REQUEST_BURST", "quotas.request_burst", &c.Quotas.RequestBurst},
 		{"KERNELD_MAX_SESSIONS", "quotas.max_sessions", &c.Quotas.MaxSessions},
@@ -377,9 +394,13 @@ func (h HTTPConfig) checkLimits() error {
 	if h.ReadHeaderTimeout <= 0 || h.ReadTimeout <= 0 || h.IdleTimeout <= 0 {
 		errs = append(errs, errors.New("http: read_header_timeout, read_timeout and idle_timeout must be positive"))
 	}
-	if h.MinBodyRate < 0 || h.BodyRateGrace < 0 || h.MaxConnections < 0 || h.MaxStreams < 0 || h.MaxStreamsPerTenant < 0 {
-		errs = append(errs, errors.New("http: min_body_rate, body_rate_grace, max_connections, max_streams "+
-			"and max_streams_per_tenant must not be negative"))
+	if h.MinBodyRate < 0 || h.BodyRateGrace < 0 || h.MaxConnections < 0 || h.MaxStreams < 0 || h.MaxStreamsPerTenant < 0 ||
+		h.MaxConnectionsPerAddress < 0 || h.FirstRequestTimeout < 0 {
+		errs = append(errs, errors.New("http: min_body_rate, body_rate_grace, max_connections, max_streams, "+
+			"max_streams_per_tenant, max_connections_per_address and first_request_timeout must not be negative"))
+	}
+	if _, err := httpapi.ParseTrustedProxies(h.TrustedProxies); err != nil {
+		errs = append(errs, fmt.Errorf("http.trusted_proxies: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -336,11 +336,14 @@ http:
   max_connections: 900
   max_streams: 300
   max_streams_per_tenant: 30
+  max_connections_per_address: 200
+  first_request_timeout: 2s
 `)
 	def := DefaultConfig().HTTP
 	if def.ReadHeaderTimeout != 10*time.Second || def.ReadTimeout != time.Minute || def.IdleTimeout != 2*time.Minute ||
 		def.MinBodyRate != 1024 || def.BodyRateGrace != 5*time.Second || def.MaxConnections != 0 ||
-		def.MaxStreams != 0 || def.MaxStreamsPerTenant != 1000 {
+		def.MaxStreams != 0 || def.MaxStreamsPerTenant != 1000 || def.MaxConnectionsPerAddress != 2048 ||
+		def.FirstRequestTimeout != 5*time.Second || len(def.TrustedProxies) != 0 {
 		t.Errorf("defaults = %+v", def)
 	}
 	checkEnvTwins(t, file, []envTwinCase{
@@ -352,7 +355,33 @@ http:
 		{"KERNELD_MAX_CONNECTIONS", "900", "901", func(c Config) string { return strconv.Itoa(c.HTTP.MaxConnections) }},
 		{"KERNELD_MAX_STREAMS", "300", "301", func(c Config) string { return strconv.Itoa(c.HTTP.MaxStreams) }},
 		{"KERNELD_MAX_STREAMS_PER_TENANT", "30", "31", func(c Config) string { return strconv.Itoa(c.HTTP.MaxStreamsPerTenant) }},
+		{"KERNELD_MAX_CONNECTIONS_PER_ADDRESS", "200", "201", func(c Config) string {
+			return strconv.Itoa(c.HTTP.MaxConnectionsPerAddress)
+		}},
+		{"KERNELD_FIRST_REQUEST_TIMEOUT", "2s", "3s", func(c Config) string { return c.HTTP.FirstRequestTimeout.String() }},
 	})
+}
+
+func TestLoadConfig_TrustedProxies(t *testing.T) {
+	file := writeFile(t, t.TempDir(), "kerneld.yaml", "http:\n  trusted_proxies: [10.0.0.5, 10.1.0.0/16]\n")
+	c, err := loadConfig(flagValues{config: file}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.HTTP.TrustedProxies, ","); got != "10.0.0.5,10.1.0.0/16" {
+		t.Errorf("from the file: %s", got)
+	}
+	c, err = loadConfig(flagValues{config: file}, env(map[string]string{"KERNELD_TRUSTED_PROXIES": "fd00::/8, 192.168.1.2"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.HTTP.TrustedProxies, ","); got != "fd00::/8,192.168.1.2" {
+		t.Errorf("KERNELD_TRUSTED_PROXIES replaces the list: %s", got)
+	}
+	_, err = loadConfig(flagValues{config: file}, env(map[string]string{"KERNELD_TRUSTED_PROXIES": "nginx"}))
+	if err == nil || !strings.Contains(err.Error(), "http.trusted_proxies") || !strings.Contains(err.Error(), `"nginx"`) {
+		t.Errorf("a proxy by name: error %v, want one naming the key and the entry", err)
+	}
 }
 
 // envTwinCase is a key of the config file at checkEnvTwins' path with its
@@ -444,8 +473,8 @@ quotas:
   tokens_per_day: 1000
 `)
 	def := DefaultConfig().Quotas
-	if def != (QuotasConfig{RequestsPerSecond: 100, RequestBurst: 200, MaxSessions: 10000, RunsPerMinute: 300,
-		MaxConcurrentRuns: 50, TokensPerDay: 10_000_000}) {
+	if def != (QuotasConfig{RequestsPerSecond: 500, RequestBurst: 2000, MaxSessions: 100_000, RunsPerMinute: 1200,
+		MaxConcurrentRuns: 500, TokensPerDay: 10_000_000}) {
 		t.Errorf("defaults = %+v", def)
 	}
 	checkEnvTwins(t, file, []envTwinCase{

@@ -98,12 +98,20 @@ func (d *daemon) serveAPI(ctx context.Context, cfg Config, handler http.Handler,
 	}
 	d.log.Info("kerneld listening", "addr", ln.Addr().String(), "version", version, "store", cfg.Store.Kind,
 		"agents", len(d.registry.List()))
+	proxies, _ := httpapi.ParseTrustedProxies(cfg.HTTP.TrustedProxies) // Validate parsed them
 	conns := httpapi.NewConnLimit(httpapi.ConnLimitOptions{Max: d.conns.maxConns, MaxRefusing: d.conns.maxRefusing,
-		Logger: d.log.With("system", "http")})
+		MaxPerAddress: cfg.HTTP.MaxConnectionsPerAddress, TrustedProxies: proxies,
+		FirstRequestTimeout: cfg.HTTP.FirstRequestTimeout, Logger: d.log.With("system", "http")})
 	d.metrics.GaugeFunc("kerneld_connections_open", "Open connections to the API, idle keep-alive ones included.",
 		func() float64 { return float64(conns.Open()) })
-	d.metrics.CounterFunc("kerneld_connections_refused_total", "Connections refused over http.max_connections.",
+	d.metrics.GaugeFunc("kerneld_connections_idle", "Open connections idle between requests (keep-alive).",
+		func() float64 { return float64(conns.Idle()) })
+	d.metrics.CounterFunc("kerneld_connections_refused_total",
+		"Connections refused over http.max_connections or http.max_connections_per_address (and requests a trusted proxy forwarded over the latter).",
 		func() float64 { return float64(conns.Refused()) })
+	d.metrics.CounterFunc("kerneld_connections_reclaimed_total",
+		"Idle keep-alive connections closed at a connection cap to serve a new connection.",
+		func() float64 { return float64(conns.Reclaimed()) })
 	srv := d.httpServer(cfg.HTTP, conns, handler)
 	go func() { serveErr <- srv.Serve(conns.Listener(ln)) }()
 	return srv, nil
@@ -118,7 +126,7 @@ func (d *daemon) serveMetrics(ctx context.Context, cfg Config, serveErr chan<- e
 	}
 	d.log.Info("metrics listening", "addr", ln.Addr().String())
 	conns := httpapi.NewConnLimit(httpapi.ConnLimitOptions{Max: metricsMaxConns, MaxRefusing: metricsMaxConns / 2,
-		Logger: d.log.With("system", "http")})
+		FirstRequestTimeout: cfg.HTTP.FirstRequestTimeout, Logger: d.log.With("system", "http")})
 	srv := d.httpServer(cfg.HTTP, conns, httpapi.MetricsHandler(httpapi.Options{
 		Logger: d.log.With("system", "http"), AdminKeys: cfg.Auth.AdminKeys, Metrics: d.metrics.Handler(), Version: version,
 	}))
@@ -130,11 +138,13 @@ func (d *daemon) serveMetrics(ctx context.Context, cfg Config, serveErr chan<- e
 // a client may take over its headers, its request and between requests,
 // and how many connections it may hold.
 func (d *daemon) httpServer(c HTTPConfig, conns *httpapi.ConnLimit, h http.Handler) *http.Server {
-	return &http.Server{
-		Handler: conns.Handler(h), ConnContext: conns.ConnContext,
+	srv := &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout, IdleTimeout: c.IdleTimeout,
 		ErrorLog: slog.NewLogLogger(d.log.With("system", "http").Handler(), slog.LevelWarn),
 	}
+	conns.Install(srv)
+	return srv
 }
 
 // closeAll closes servers at once, for a startup that failed.

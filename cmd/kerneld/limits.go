@@ -62,7 +62,8 @@ func logConnectionPlan(log *slog.Logger, h HTTPConfig, p connPlan, limitErr erro
 			"max_connections", p.maxConns, "file_limit", p.fileLimit)
 	}
 	log.Info("connection limits", "file_limit", p.fileLimit, "max_connections", p.maxConns,
+		"max_connections_per_address", h.MaxConnectionsPerAddress, "trusted_proxies", len(h.TrustedProxies),
 		"max_streams", p.maxStreams, "max_streams_per_tenant", h.MaxStreamsPerTenant,
 		"idle_timeout", h.IdleTimeout, "read_timeout", h.ReadTimeout, "read_header_timeout", h.ReadHeaderTimeout,
-		"min_body_rate", h.MinBodyRate)
+		"first_request_timeout", h.FirstRequestTimeout, "min_body_rate", h.MinBodyRate)
 }

@@ -25,10 +25,17 @@ import (
 // ready without keeping a connection open.
 func startLimited(t *testing.T, httpYAML string) *process {
 	t.Helper()
-	bin := buildBinary(t)
 	cfg := writeFile(t, t.TempDir(), "kerneld.yaml", "http:\n  addr: 127.0.0.1:0\n"+httpYAML+"store: {kind: memory}\n")
+	return startBinary(t, "-config", cfg, "-agents-dir", "../../configs/agents")
+}
+
+// startBinary runs the kerneld binary with args, which must make it
+// listen on a free port, and waits until it is ready without keeping a
+// connection open. It is killed when the test ends.
+func startBinary(t *testing.T, args ...string) *process {
+	t.Helper()
 	p := &process{logs: &syncBuffer{}}
-	p.cmd = exec.Command(bin, "-config", cfg, "-agents-dir", "../../configs/agents")
+	p.cmd = exec.Command(buildBinary(t), args...)
 	p.cmd.Stderr = p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -143,7 +150,7 @@ func TestProcess_IdleConnections(t *testing.T) {
 	if limit, err := raiseFileLimit(); err != nil || limit < n+500 {
 		t.Skipf("needs %d descriptors in this process and in kerneld; the limit is %d (%v)", n+500, limit, err)
 	}
-	p := startLimited(t, fmt.Sprintf("  idle_timeout: %s\n", idle))
+	p := startLimited(t, fmt.Sprintf("  idle_timeout: %s\n  max_connections_per_address: 0\n", idle))
 	before := p.openFDs()
 	opening := time.Now()
 	conns, answered := openIdle(t, p, n)
@@ -248,19 +255,23 @@ func countSince(times []time.Time, since time.Time) int {
 	return n
 }
 
-// TestProcess_ConnectionCap: the connection over max_connections is
+// TestProcess_ConnectionCap: with every connection under max_connections
+// busy (each follows an event stream), the connection over it is
 // accepted, answered 503 too_many_connections with Retry-After, and
 // closed at once; a place that frees up is taken by the next client.
+// (An idle connection would have been closed for it instead:
+// TestProcess_IdleFloodAtTotalCap.)
 func TestProcess_ConnectionCap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
 	const limit = 20
-	p := startLimited(t, fmt.Sprintf("  max_connections: %d\n", limit))
+	p := startLimited(t, fmt.Sprintf("  max_connections: %d\n  max_streams: %d\n", limit, limit))
+	id := createSession(t, p)
 	var held []*rawConn
 	for len(held) < limit {
 		c := dial(t, p)
-		res, _, err := c.get("/healthz")
+		res, err := c.openStream(id)
 		if err != nil {
 			t.Fatalf("connection %d: %v", len(held), err)
 		}
@@ -284,8 +295,8 @@ func TestProcess_ConnectionCap(t *testing.T) {
 	}
 	t.Logf("refused and closed in %s", time.Since(start).Round(time.Millisecond))
 	for i, c := range held {
-		if res, _, err := c.get("/healthz"); err != nil || res.StatusCode != http.StatusOK {
-			t.Fatalf("held connection %d after the refusal: %v %v", i, res, err)
+		if _, err := c.r.Peek(1); err != nil { // the retry line, or a ping: the stream is alive
+			t.Fatalf("held stream %d after the refusal: %v", i, err)
 		}
 	}
 
@@ -299,6 +310,33 @@ func TestProcess_ConnectionCap(t *testing.T) {
 	if !strings.Contains(p.logs.String(), "connection limit reached") {
 		t.Errorf("no log line says the connection limit was reached:\n%s", p.logs.String())
 	}
+}
+
+// createSession creates an echo session with a connection of its own,
+// closed after, and returns its id.
+func createSession(t *testing.T, p *process) string {
+	t.Helper()
+	res, err := oneShot.Post(p.base+"/sessions", "application/json", strings.NewReader(`{"agent":"echo"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var s struct{ ID string }
+	if err := json.NewDecoder(res.Body).Decode(&s); err != nil || res.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /sessions = %d %v", res.StatusCode, err)
+	}
+	return s.ID
+}
+
+// openStream asks for session id's event stream on c and reads the
+// response's header; the stream stays open on c.
+func (c *rawConn) openStream(id string) (*http.Response, error) {
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	defer func() { _ = c.SetDeadline(time.Time{}) }()
+	if _, err := fmt.Fprintf(c, "GET /sessions/%s/events HTTP/1.1\r\nHost: kerneld\r\nAccept: text/event-stream\r\n\r\n", id); err != nil {
+		return nil, err
+	}
+	return http.ReadResponse(c.r, nil)
 }
 
 // waitFewerConns waits until a connection beyond the n held is answered.

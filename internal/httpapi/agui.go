@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -268,18 +267,11 @@ func historyConflict(format string, args ...any) error {
 func readAGUIInput(r *http.Request) (aguiRun, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return aguiRun{}, decodeError(err)
-	}
-	if err := checkBodyText(body); err != nil {
-		return aguiRun{}, err
+		return aguiRun{}, readError(err)
 	}
 	var in aguiInput
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&in); err != nil {
-		return aguiRun{}, decodeError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return aguiRun{}, errdefs.New(errdefs.ErrInvalid, "invalid_request", "request body: unexpected data after the JSON value")
+	if err := readJSON(body, &in, looseJSON); err != nil {
+		return aguiRun{}, err
 	}
 	return in.check()
 }
@@ -303,8 +295,11 @@ func (in aguiInput) check() (aguiRun, error) {
 		out.messages = append(out.messages, m)
 	}
 	for i, raw := range in.Context {
-		var c struct{ Description, Value *string }
-		if err := json.Unmarshal(raw, &c); err != nil || c.Description == nil || c.Value == nil {
+		var c struct {
+			Description *string `json:"description"`
+			Value       *string `json:"value"`
+		}
+		if err := unmarshalPart(raw, &c, looseJSON); err != nil || c.Description == nil || c.Value == nil {
 			v = v.Add(fmt.Sprintf("context[%d]", i), "must be an object with string description and value")
 			continue
 		}
@@ -356,7 +351,7 @@ type fieldProblem struct{ field, problem string }
 func readMessage(i int, raw json.RawMessage) (clientMessage, *fieldProblem) {
 	at := func(f string) string { return fmt.Sprintf("messages[%d]%s", i, f) }
 	var m aguiMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if err := unmarshalPart(raw, &m, looseJSON); err != nil {
 		return clientMessage{}, &fieldProblem{at(""), "must be an AG-UI message object"}
 	}
 	switch {
@@ -393,14 +388,14 @@ func readMessage(i int, raw json.RawMessage) (clientMessage, *fieldProblem) {
 // parts joined.
 func messageText(content json.RawMessage) (string, bool) {
 	var s string
-	if err := json.Unmarshal(content, &s); err == nil {
+	if err := unmarshalPart(content, &s, looseJSON); err == nil {
 		return s, true
 	}
 	var parts []struct {
 		Type string  `json:"type"`
 		Text *string `json:"text"`
 	}
-	if err := json.Unmarshal(content, &parts); err != nil {
+	if err := unmarshalPart(content, &parts, looseJSON); err != nil {
 		return "", false
 	}
 	var b bytes.Buffer
@@ -418,15 +413,13 @@ func forwardedIfBusy(props json.RawMessage) (string, *fieldProblem) {
 	var fp struct {
 		Kerneld json.RawMessage `json:"kerneld"`
 	}
-	if len(props) == 0 || json.Unmarshal(props, &fp) != nil || len(fp.Kerneld) == 0 || bytes.Equal(fp.Kerneld, []byte("null")) {
+	if len(props) == 0 || unmarshalPart(props, &fp, looseJSON) != nil || len(fp.Kerneld) == 0 || bytes.Equal(fp.Kerneld, []byte("null")) {
 		return "", nil
 	}
 	var k struct {
 		IfBusy string `json:"if_busy"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(fp.Kerneld))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&k); err != nil {
+	if err := unmarshalPart(fp.Kerneld, &k, strictJSON); err != nil {
 		return "", &fieldProblem{"forwardedProps.kerneld", "must be an object with if_busy only"}
 	}
 	switch kernel.BusyPolicy(k.IfBusy) {

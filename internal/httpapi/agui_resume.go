@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,7 +30,7 @@ func readResume(i int, raw json.RawMessage) (resumeAnswer, *fieldProblem) {
 		Status      *string         `json:"status"`
 		Payload     json.RawMessage `json:"payload"`
 	}
-	if err := json.Unmarshal(raw, &e); err != nil {
+	if err := unmarshalPart(raw, &e, looseJSON); err != nil {
 		return resumeAnswer{}, &fieldProblem{at(""), "must be an object with interruptId, status and payload"}
 	}
 	if e.InterruptID == nil || *e.InterruptID == "" {
@@ -51,9 +50,7 @@ func readResume(i int, raw json.RawMessage) (resumeAnswer, *fieldProblem) {
 		Decision string `json:"decision"`
 		Reason   string `json:"reason"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(e.Payload))
-	dec.DisallowUnknownFields()
-	if len(e.Payload) == 0 || dec.Decode(&p) != nil {
+	if len(e.Payload) == 0 || unmarshalPart(e.Payload, &p, strictJSON) != nil {
 		return resumeAnswer{}, &fieldProblem{at(".payload"), `must be {"decision": "approve" or "deny", "reason"?: string}`}
 	}
 	switch p.Decision {

@@ -21,7 +21,7 @@ func readTool(i int, raw json.RawMessage) (session.ClientTool, *fieldProblem) {
 		Description *string         `json:"description"`
 		Parameters  json.RawMessage `json:"parameters"`
 	}
-	if err := json.Unmarshal(raw, &t); err != nil {
+	if err := unmarshalPart(raw, &t, looseJSON); err != nil {
 		return session.ClientTool{}, &fieldProblem{at(""), "must be an object with name, description and parameters"}
 	}
 	switch {
@@ -33,7 +33,7 @@ func readTool(i int, raw json.RawMessage) (session.ClientTool, *fieldProblem) {
 	out := session.ClientTool{Name: *t.Name, Description: *t.Description}
 	if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
 		var schema map[string]any
-		if json.Unmarshal(t.Parameters, &schema) != nil {
+		if unmarshalPart(t.Parameters, &schema, looseJSON) != nil {
 			return session.ClientTool{}, &fieldProblem{at(".parameters"), "must be a JSON Schema object"}
 		}
 		out.Parameters = t.Parameters

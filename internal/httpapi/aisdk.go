@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -77,18 +75,11 @@ type chatApproval struct {
 func readChat(r *http.Request) (chat, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return chat{}, decodeError(err)
-	}
-	if err := checkBodyText(body); err != nil {
-		return chat{}, err
+		return chat{}, readError(err)
 	}
 	var in chatRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&in); err != nil {
-		return chat{}, decodeError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return chat{}, errdefs.New(errdefs.ErrInvalid, "invalid_request", "request body: unexpected data after the JSON value")
+	if err := readJSON(body, &in, looseJSON); err != nil {
+		return chat{}, err
 	}
 	return in.check()
 }
@@ -150,7 +141,7 @@ type uiPartIn struct {
 func readUIMessage(i int, raw json.RawMessage) (chatMessage, *fieldProblem) {
 	at := func(f string) string { return fmt.Sprintf("messages[%d]%s", i, f) }
 	var m uiMessageIn
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if err := unmarshalPart(raw, &m, looseJSON); err != nil {
 		return chatMessage{}, &fieldProblem{at(""), "must be a UIMessage object: {id, role, parts}"}
 	}
 	switch {
@@ -165,7 +156,7 @@ func readUIMessage(i int, raw json.RawMessage) (chatMessage, *fieldProblem) {
 	var text strings.Builder
 	for j, rawPart := range m.Parts {
 		var p uiPartIn
-		if err := json.Unmarshal(rawPart, &p); err != nil || p.Type == "" {
+		if err := unmarshalPart(rawPart, &p, looseJSON); err != nil || p.Type == "" {
 			return chatMessage{}, &fieldProblem{at(fmt.Sprintf(".parts[%d]", j)), "must be a message part object with a type"}
 		}
 		field := at(fmt.Sprintf(".parts[%d]", j))

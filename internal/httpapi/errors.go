@@ -100,15 +100,21 @@ func (p problem) MarshalJSON() ([]byte, error) {
 // writeError writes err as application/problem+json and logs it once: 4xx
 // at Info, 5xx at Error with the full error.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	p := problemFor(err)
-	p.Instance = r.URL.Path
-	p.RequestID = middleware.GetReqID(r.Context())
+	p := writeProblem(w, r, err)
 	level := slog.LevelInfo
 	if p.Status >= 500 {
 		level = slog.LevelError
 	}
 	s.log.Log(r.Context(), level, "request failed", "status", p.Status, "code", p.Code, "err", err,
 		"request_id", p.RequestID)
+}
+
+// writeProblem writes err as application/problem+json, and logs nothing:
+// for refusals that come in floods and are logged in summary.
+func writeProblem(w http.ResponseWriter, r *http.Request, err error) problem {
+	p := problemFor(err)
+	p.Instance = r.URL.Path
+	p.RequestID = middleware.GetReqID(r.Context())
 	w.Header().Set("Content-Type", "application/problem+json")
 	setRetryAfter(w, err)
 	if p.Status == http.StatusRequestTimeout {
@@ -118,4 +124,5 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", retryStorageAfter)
 	}
 	_ = writeBody(w, p.Status, p) // a problem always marshals
+	return p
 }

@@ -92,7 +92,7 @@ func decodeOptional[T validator](r *http.Request) (T, error) {
 	var zero T
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return zero, decodeError(err)
+		return zero, readError(err)
 	}
 	if len(body) == 0 {
 		return zero, nil

@@ -8,7 +8,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 )
@@ -29,96 +30,59 @@ func (s *Server) handle(h handlerFunc) http.HandlerFunc {
 // validator is implemented by every request body type.
 type validator interface{ Validate() error }
 
-// decode reads exactly one JSON value from the body into a T and checks its
-// shape. Text that is not UTF-8, unknown fields, wrong types and trailing
-// data are errors. The body is read whole first (limitBody caps it) so
-// that its bytes can be checked as sent.
+// The rules request bodies are read by (github.com/go-json-experiment/json,
+// the proposed encoding/json/v2): member names match exactly, a member
+// given twice, text that is not UTF-8 and a lone UTF-16 surrogate escape
+// are errors, never resolved silently (encoding/json took the last
+// duplicate, matched names in any case and stored U+FFFD for both kinds of
+// bad text). strictJSON also refuses members the request type does not
+// have; looseJSON ignores them, for AG-UI's RunAgentInput, which clients
+// extend.
+var (
+	strictJSON = jsonv2.RejectUnknownMembers(true)
+	looseJSON  = jsonv2.RejectUnknownMembers(false)
+)
+
+// decode reads exactly one JSON value from the body into a T by the
+// strict rules and checks its shape. Every handler that reads a JSON
+// body goes through it (or through readJSON, for a body it has read).
 func decode[T validator](r *http.Request) (T, error) {
 	var v T
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return v, decodeError(err)
+		return v, readError(err)
 	}
-	if err := checkBodyText(body); err != nil {
+	if err := readJSON(body, &v, strictJSON); err != nil {
 		return v, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		return v, decodeError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return v, errdefs.New(errdefs.ErrInvalid, "invalid_request", "request body: unexpected data after the JSON value")
 	}
 	return v, v.Validate()
 }
 
-// decodeError turns an encoding/json error into a client-facing one that
-// names the field and never a Go type.
-func decodeError(err error) error {
+// readJSON decodes body, one JSON value and nothing after it, into v
+// under opts. A refusal is a 400 naming the field and never a Go type.
+func readJSON(body []byte, v any, opts jsonv2.Options) error {
+	if err := jsonv2.Unmarshal(body, v, opts); err != nil {
+		return bodyError(body, err)
+	}
+	return nil
+}
+
+// unmarshalPart decodes raw, a part of a body readJSON has accepted (so
+// valid JSON, UTF-8 and without duplicate names), into v by the body's
+// naming rules; its error is for the caller to name.
+func unmarshalPart(raw []byte, v any, opts jsonv2.Options) error {
+	return jsonv2.Unmarshal(raw, v, opts)
+}
+
+// readError turns a failure to read the body into the client's problem.
+func readError(err error) error {
 	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return mbe
 	}
 	if errors.Is(err, errRequestTimeout) {
 		return err
 	}
-	if errors.Is(err, io.EOF) {
-		return errdefs.New(errdefs.ErrInvalid, "invalid_request", "request body: a JSON object is required")
-	}
-	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-		field := te.Field
-		if field == "" {
-			field = "body"
-		}
-		return errdefs.Invalid(field, "must be "+jsonKind(te.Type.Kind().String())+", not "+jsonValueKind(te.Value))
-	}
-	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
-		return errdefs.New(errdefs.ErrInvalid, "invalid_request", "request body: malformed JSON at byte %d", se.Offset)
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		field, _ := strconv.Unquote(name)
-		return errdefs.Invalid(field, "unknown field")
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return errdefs.New(errdefs.ErrInvalid, "invalid_request", "request body: truncated JSON")
-	}
 	return errdefs.New(errdefs.ErrInvalid, "invalid_request", "request body: %v", err)
-}
-
-// jsonKind names a Go reflect kind as the JSON type a client sends.
-func jsonKind(kind string) string {
-	switch kind {
-	case "string":
-		return "a string"
-	case "map", "struct":
-		return "an object"
-	case "slice", "array":
-		return "an array"
-	case "bool":
-		return "a boolean"
-	case "ptr", "interface":
-		return "a JSON value"
-	}
-	return "a number"
-}
-
-// jsonValueKind names the JSON value encoding/json describes ("number -5",
-// "bool", "string", ...) the way a client would.
-func jsonValueKind(v string) string {
-	kind, _, _ := strings.Cut(v, " ")
-	switch kind {
-	case "bool":
-		return "a boolean"
-	case "number":
-		return "a number"
-	case "string":
-		return "a string"
-	case "object":
-		return "an object"
-	case "array":
-		return "an array"
-	}
-	return v
 }
 
 // writeJSON writes v as a JSON response.

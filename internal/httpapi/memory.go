@@ -107,5 +107,8 @@ func memoryKeyParam(r *http.Request) (string, error) {
 	if !utf8.ValidString(key) {
 		return "", errdefs.Invalid("key", "is not valid UTF-8")
 	}
+	if err := session.ValidateMemoryKey(key); err != nil {
+		return "", errdefs.Invalid("key", err.Error())
+	}
 	return key, nil
 }

@@ -27,9 +27,9 @@ func (req oneCallRunRequest) Validate() error {
 		v = v.Add("input", "required")
 	}
 	if req.SessionID != "" && !session.ValidClientID(req.SessionID) {
-		v = v.Add("session_id", "must be 1 to 128 characters of [A-Za-z0-9._:-]")
+		v = v.Add("session_id", clientIDProblem)
 	}
-	return v.Err()
+	return checkNoNUL(v, "agent", req.Agent).Err()
 }
 
 // handleOneCallRun handles "POST /run": it creates session session_id of

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -11,6 +12,20 @@ type overridesBody struct {
 	ReasoningEffort *string  `json:"reasoning_effort,omitempty"`
 	Temperature     *float64 `json:"temperature,omitempty"`
 	MaxTokens       *int     `json:"max_tokens,omitempty"`
+}
+
+// check refuses NUL in the names overrides choose; nil is fine.
+func (b *overridesBody) check(v *errdefs.ValidationError) *errdefs.ValidationError {
+	if b == nil {
+		return v
+	}
+	if b.Model != nil {
+		v = checkNoNUL(v, "overrides.model", *b.Model)
+	}
+	if b.ReasoningEffort != nil {
+		v = checkNoNUL(v, "overrides.reasoning_effort", *b.ReasoningEffort)
+	}
+	return v
 }
 
 // toOverrides converts a request's overrides; nil stays nil.

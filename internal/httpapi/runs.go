@@ -22,7 +22,7 @@ func (req createRunRequest) Validate() error {
 	if req.Input == "" {
 		return errdefs.Invalid("input", "required")
 	}
-	return nil
+	return req.Overrides.check(nil).Err()
 }
 
 type runErrorResponse struct {

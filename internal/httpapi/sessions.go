@@ -36,12 +36,17 @@ func (req createSessionRequest) Validate() error {
 		return errdefs.Invalid("agent", "required")
 	}
 	if req.ID != nil && !session.ValidClientID(*req.ID) {
-		return errdefs.Invalid("id", "must be 1 to 128 characters of [A-Za-z0-9._:-]")
+		return errdefs.Invalid("id", clientIDProblem)
 	}
 	if _, err := req.ttl(); err != nil {
 		return err
 	}
-	return nil
+	v := checkNoNUL(nil, "agent", req.Agent)
+	v = checkNoNUL(v, "name", req.Name)
+	v = checkNoNUL(v, "parent_id", req.ParentID)
+	v = checkMetadataNUL(v, "metadata", req.Metadata)
+	v = checkMemoryKeys(v, "memory", req.Memory)
+	return req.Overrides.check(v).Err()
 }
 
 // ttl parses the requested idle time; "" means the server's default.
@@ -63,8 +68,15 @@ type updateSessionRequest struct {
 	Overrides *overridesBody `json:"overrides"`
 }
 
-// Validate implements validator; bounds are the kernel's.
-func (req updateSessionRequest) Validate() error { return nil }
+// Validate refuses NUL in the name and metadata; bounds are the kernel's.
+func (req updateSessionRequest) Validate() error {
+	var v *errdefs.ValidationError
+	if req.Name != nil {
+		v = checkNoNUL(v, "name", *req.Name)
+	}
+	v = checkMetadataNUL(v, "metadata", req.Metadata)
+	return req.Overrides.check(v).Err()
+}
 
 type sessionResponse struct {
 	ID           string              `json:"id"`

@@ -131,7 +131,7 @@ func (st *stream) run(ctx context.Context) {
 				st.dropped(dropNotReading)
 				return
 			}
-			if st.runGone(ctx) {
+			if st.runGone(ctx) || st.sessionGone(ctx) {
 				return
 			}
 		case <-ctx.Done():
@@ -312,6 +312,22 @@ func (st *stream) runGone(ctx context.Context) bool {
 	}
 	run, err := st.log.GetRun(ctx, st.req.sessionID, st.req.runID)
 	return err != nil || (run.State.Terminal() && run.StartSeq == 0)
+}
+
+// sessionGone reports whether a session's stream must end because its
+// session is no longer in the store although nobody deleted it through
+// kerneld: deleted behind its back, or lost with the data of a store that
+// restarted empty (Redis without appendonly). Nothing tells the hub of
+// such a loss, so heartbeats look, which bounds how long the stream
+// lingers to one heartbeat; the stream then ends as a deleted session's
+// does, and its client's reconnect gets 204. Only "not found" ends it: a
+// store that cannot be reached now may hold the session still.
+func (st *stream) sessionGone(ctx context.Context) bool {
+	if st.req.runID != "" {
+		return false // runGone looks after run streams
+	}
+	_, err := st.log.GetSession(ctx, st.req.sessionID)
+	return errdefs.CodeOf(err) == "session_not_found"
 }
 
 // flushBuf writes the frames gathered in buf, if any, in one write.

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -12,21 +11,16 @@ import (
 	"github.com/kerneld/kerneld/internal/errdefs"
 )
 
-// checkBodyText refuses a JSON body that is not valid UTF-8, naming the
-// field that holds the first bad byte. encoding/json replaces such bytes
-// with U+FFFD without a word, so a name, an input or a memory value would
-// be stored other than sent. Valid bodies cost one utf8.Valid pass.
-func checkBodyText(body []byte) error {
-	if utf8.Valid(body) {
-		return nil
-	}
-	off := firstInvalidUTF8(body)
-	field, inKey := fieldAt(body, off)
-	what := "is not valid UTF-8"
+// textProblem says what is wrong with the text of field: invalid UTF-8
+// or a lone surrogate, in a key of the object field (inKey) or in the
+// value.
+func textProblem(field string, inKey bool, what string) error {
 	if inKey {
-		what = "has a key that is not valid UTF-8"
+		what = "has a key that " + what
+	} else {
+		what = "is " + what
 	}
-	return errdefs.Invalid(field, fmt.Sprintf("%s (byte %d of the body)", what, off))
+	return errdefs.Invalid(field, what)
 }
 
 // checkQueryText refuses query parameters that are not valid UTF-8 once
@@ -71,7 +65,8 @@ type pathStep struct {
 // "metadata.team" or "value.items[2]", and reports whether off is in an
 // object key rather than a value (then the field is the object). It walks
 // the tokens, using json.Decoder.InputOffset to know where each ends; a
-// byte outside any string, or a body that is not JSON, is "body".
+// byte outside any token, or a body that is not JSON up to it, is "body".
+// Only refusals call it: a body that decodes is never walked twice.
 func fieldAt(body []byte, off int) (field string, inKey bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var path []pathStep
@@ -86,7 +81,7 @@ func fieldAt(body []byte, off int) (field string, inKey bool) {
 		}
 		str, isString := tok.(string)
 		isKey := isString && top != nil && !top.array && top.wantKey
-		if isString && dec.InputOffset() > int64(off) {
+		if dec.InputOffset() > int64(off) {
 			if isKey {
 				return joinPath(path, false), true
 			}

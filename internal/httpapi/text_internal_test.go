@@ -1,9 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -37,50 +34,5 @@ func TestFieldAt(t *testing.T) {
 		if field != tt.wantField || inKey != tt.wantKey {
 			t.Errorf("fieldAt(%q, %d) = %q, %v, want %q, %v", body, off, field, inKey, tt.wantField, tt.wantKey)
 		}
-	}
-}
-
-// BenchmarkCheckBodyText measures the UTF-8 check of request bodies: a
-// valid body costs one utf8.Valid pass; only an invalid one pays for the
-// token walk that names its field.
-func BenchmarkCheckBodyText(b *testing.B) {
-	input := func(size int, tail string) []byte {
-		text := strings.Repeat("héllo wörld ", size/13)
-		return []byte(`{"input":"` + text + tail + `","if_busy":"queue"}`)
-	}
-	for _, bc := range []struct {
-		name string
-		body []byte
-	}{
-		{"valid/1KiB", input(1<<10, "")},
-		{"valid/256KiB", input(256<<10, "")},
-		{"invalid-at-end/1KiB", input(1<<10, "\xff")},
-		{"invalid-at-end/256KiB", input(256<<10, "\xff")},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.SetBytes(int64(len(bc.body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				_ = checkBodyText(bc.body)
-			}
-		})
-	}
-}
-
-// BenchmarkDecodeRun measures decode of a run request whole: body read,
-// UTF-8 check and JSON decoding, to set the check's cost against it.
-func BenchmarkDecodeRun(b *testing.B) {
-	for _, size := range []int{1 << 10, 256 << 10} {
-		body := []byte(`{"input":"` + strings.Repeat("héllo wörld ", size/13) + `","if_busy":"queue"}`)
-		b.Run(strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				r := httptest.NewRequest("POST", "/sessions/x/run", bytes.NewReader(body))
-				if _, err := decode[createRunRequest](r); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }

@@ -31,12 +31,17 @@ type Limits struct {
 	TokensPerDay      int64   // model tokens (input and output), per UTC day
 }
 
-// DefaultLimits are the quotas where none are configured: well above what
-// one person at a UI does, well below what a runaway script would.
+// DefaultLimits are the quotas where none are configured. They bound
+// abuse, not use: one backend serving a few hundred users under one key
+// (200 of them creating, streaming and running sessions at once is about
+// 600 requests in a second and 200 concurrent runs) is never refused,
+// while a runaway script, at thousands of requests per second or runs
+// without end, is held to a rate the machine shrugs off. configs/kerneld.yaml
+// gives the reasoning for each.
 func DefaultLimits() Limits {
 	return Limits{
-		RequestsPerSecond: 100, RequestBurst: 200,
-		MaxSessions: 10000, RunsPerMinute: 300, MaxConcurrentRuns: 50,
+		RequestsPerSecond: 500, RequestBurst: 2000,
+		MaxSessions: 100_000, RunsPerMinute: 1200, MaxConcurrentRuns: 500,
 		TokensPerDay: 10_000_000,
 	}
 }

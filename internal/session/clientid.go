@@ -14,10 +14,15 @@ const MaxClientIDLen = 128
 // client-chosen session is stored under. Client ids cannot contain it.
 const clientKeySep = '~'
 
+// ClientIDRule says what ValidClientID accepts, for problems to quote.
+const ClientIDRule = `1 to 128 characters of [A-Za-z0-9._:-], other than "." and ".."`
+
 // ValidClientID reports whether id may be chosen by a client for a
-// session: 1 to 128 characters of [A-Za-z0-9._:-].
+// session (or a run or message on the AG-UI route): 1 to 128 characters
+// of [A-Za-z0-9._:-]. "." and ".." are path segments every URL resolver
+// removes, so a session by that name could not be addressed.
 func ValidClientID(id string) bool {
-	if id == "" || len(id) > MaxClientIDLen {
+	if id == "" || len(id) > MaxClientIDLen || id == "." || id == ".." {
 		return false
 	}
 	for i := range len(id) {

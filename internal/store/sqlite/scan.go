@@ -6,18 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/session"
 )
-
-// querier is what both *sql.DB and *sql.Tx offer, so helpers can run
-// inside or outside a transaction.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
 
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface {
@@ -27,9 +20,9 @@ type scanner interface {
 // requireSession returns nil if session id exists, an ErrNotFound if it
 // does not. Lookups that found nothing call it to tell "no such session"
 // from "no such run/key" or "nothing yet".
-func requireSession(ctx context.Context, q querier, id string) error {
+func (r *reader) requireSession(ctx context.Context, id string) error {
 	var one int
-	err := q.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one)
+	err := r.queryRow(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return session.SessionNotFound(id)
 	}
@@ -37,6 +30,16 @@ func requireSession(ctx context.Context, q querier, id string) error {
 		return fmt.Errorf("look up session %s: %w", id, err)
 	}
 	return nil
+}
+
+// requireSession is reader.requireSession on a reader of its own.
+func (s *Store) requireSession(ctx context.Context, id string) error {
+	r, err := s.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("look up session %s: %w", id, err)
+	}
+	defer s.release(r)
+	return r.requireSession(brief(ctx), id)
 }
 
 // micros is how every time is stored: microseconds since the Unix epoch,
@@ -72,13 +75,17 @@ func fromNullMicros(us sql.NullInt64) time.Time {
 	return fromMicros(us.Int64)
 }
 
-// limitArg turns a limit where <= 0 means "all" into SQLite's LIMIT,
-// where a negative value means no limit.
-func limitArg(limit int) int {
+// limitClause returns the LIMIT clause of a limit where <= 0 means
+// "all". The number is written into the statement rather than bound: a
+// LIMIT bound to a parameter has SQLite prepare the statement again each
+// time it is bound (it plans with the value), which would undo keeping
+// the statement prepared (see readers); the few limits the kernel asks
+// for are a few statements each.
+func limitClause(limit int) string {
 	if limit <= 0 {
-		return -1
+		return ""
 	}
-	return limit
+	return " LIMIT " + strconv.Itoa(limit)
 }
 
 // encodeMetadata returns a session's metadata as JSON text, or NULL when

@@ -141,7 +141,7 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 	}
 	if err == nil {
-		if err = s.ckpt.open(ctx, path); err != nil {
+		if err = s.ckpt.open(path); err != nil {
 			s.tx.close()
 			_ = s.readers.close() // err says what went wrong
 		}

@@ -34,7 +34,7 @@ const updateRunSQL = `UPDATE runs SET state = ?, input = ?, idempotency_key = ?,
 // same transaction; see kernel.RunStore.
 func (s *Store) CreateRun(ctx context.Context, r session.Run, c session.RunConstraints) error {
 	code, msg := runErrorArgs(r.Error)
-	ext, err := encodeExt(r.RunExt, session.RunExt{})
+	ext, err := encodeExt(r.RunExt)
 	if err != nil {
 		return fmt.Errorf("create run %s: %w", r.ID, err)
 	}
@@ -111,7 +111,7 @@ func (s *Store) GetRun(ctx context.Context, sessionID, runID string) (session.Ru
 // see kernel.RunStore.
 func (s *Store) UpdateRun(ctx context.Context, r session.Run) error {
 	code, msg := runErrorArgs(r.Error)
-	ext, err := encodeExt(r.RunExt, session.RunExt{})
+	ext, err := encodeExt(r.RunExt)
 	if err != nil {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	}

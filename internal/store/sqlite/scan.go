@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/session"
@@ -113,16 +115,32 @@ func decodeMetadata(b []byte) (map[string]string, error) {
 }
 
 // encodeExt returns a record's ext document as JSON text, or NULL when it
-// holds only zero values (it encodes as empty does).
-func encodeExt[T any](ext, empty T) (any, error) {
+// holds only zero values (it encodes as T's zero value does).
+func encodeExt[T any](ext T) (any, error) {
 	b, err := json.Marshal(ext)
 	if err != nil {
 		return nil, fmt.Errorf("encode ext: %w", err)
 	}
-	if e, _ := json.Marshal(empty); string(b) == string(e) {
+	if string(b) == zeroJSON[T]() {
 		return nil, nil
 	}
 	return string(b), nil
+}
+
+// zeroJSONs holds the JSON of the zero value of each ext type, by type,
+// so that encodeExt does not encode it again on every write.
+var zeroJSONs sync.Map
+
+// zeroJSON returns the JSON of T's zero value.
+func zeroJSON[T any]() string {
+	t := reflect.TypeFor[T]()
+	if s, ok := zeroJSONs.Load(t); ok {
+		return s.(string)
+	}
+	var zero T
+	b, _ := json.Marshal(zero) // what encodes as ext does encodes as zero
+	zeroJSONs.Store(t, string(b))
+	return string(b)
 }
 
 // decodeExt reads an ext document into ext; NULL leaves it as it is.

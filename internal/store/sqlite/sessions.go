@@ -66,7 +66,7 @@ func sessionDocs(sess session.Session) (meta, ext any, err error) {
 	if meta, err = encodeMetadata(sess.Metadata); err != nil {
 		return nil, nil, err
 	}
-	ext, err = encodeExt(sess.SessionExt, session.SessionExt{})
+	ext, err = encodeExt(sess.SessionExt)
 	return meta, ext, err
 }
 

@@ -141,7 +141,7 @@ func (s *Store) ReadEvents(ctx context.Context, sessionID string, after int64, l
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)
 	}
-	evs, err := newEntryReader(xrange.Val()).entries(nil, sessionID, after)
+	evs, err := newEntryReader(xrange.Val()).entries(sessionID, after)
 	if err != nil {
 		return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)
 	}

@@ -106,14 +106,14 @@ func (r *entryReader) name(b []byte) string {
 	return s
 }
 
-// entries reads an array of stream entries, appending the events in them
-// with seq > after to out as events of session sessionID.
-func (r *entryReader) entries(out []session.Event, sessionID string, after int64) ([]session.Event, error) {
+// entries reads an array of stream entries and returns the events in them
+// with seq > after, as events of session sessionID.
+func (r *entryReader) entries(sessionID string, after int64) ([]session.Event, error) {
 	n, err := r.count()
 	if err != nil {
 		return nil, err
 	}
-	out = growEvents(out, n)
+	out := make([]session.Event, 0, n) // one event an entry or more
 	for range n {
 		first := len(out)
 		if out, err = r.entry(out, sessionID); err != nil {
@@ -124,16 +124,6 @@ func (r *entryReader) entries(out []session.Event, sessionID string, after int64
 		}
 	}
 	return out, nil
-}
-
-// growEvents makes room for n more events in out.
-func growEvents(out []session.Event, n int) []session.Event {
-	if n <= cap(out)-len(out) {
-		return out
-	}
-	grown := make([]session.Event, len(out), len(out)+n)
-	copy(grown, out)
-	return grown
 }
 
 // entry reads one stream entry, [id, [field, value, ...]], and appends

@@ -131,7 +131,7 @@ func TestPackedEntriesRoundTrip(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, entries, 4, "entries: %d events, one alone", len(evs))
 
-	got, err := newEntryReader([]byte(array(entries)+reply)).entries(nil, "s1", 0)
+	got, err := newEntryReader([]byte(array(entries)+reply)).entries("s1", 0)
 	require.NoError(t, err)
 	require.Len(t, got, len(evs))
 	for i, ev := range got {
@@ -141,7 +141,7 @@ func TestPackedEntriesRoundTrip(t *testing.T) {
 		assert.Equal(t, want, ev, "event %d", i)
 	}
 
-	after, err := newEntryReader([]byte(array(entries)+reply)).entries(nil, "s1", 10)
+	after, err := newEntryReader([]byte(array(entries)+reply)).entries("s1", 10)
 	require.NoError(t, err)
 	require.Len(t, after, len(evs)-10, "the events after a cursor inside the first entry")
 	assert.Equal(t, int64(11), after[0].Seq)

@@ -302,7 +302,7 @@ func (t *Tailer) readReply(sh *shard, byStream map[string]*follow, r *entryReade
 		if f == nil {
 			return fmt.Errorf("redis: XREAD answered for stream %s, not read", key)
 		}
-		evs, err := r.entries(nil, f.sessionID, 0) // handOver drops what f has had
+		evs, err := r.entries(f.sessionID, 0) // handOver drops what f has had
 		if err != nil {
 			return err
 		}

@@ -46,7 +46,7 @@ type reader struct {
 // openReaders opens the read-only pool behind the readers. A connection
 // stays open once opened: a new one re-reads the schema, which costs more
 // than a small query.
-func (rs *readers) open(ctx context.Context, path string) error {
+func (rs *readers) openReaders(ctx context.Context, path string) error {
 	db, err := sql.Open("sqlite", dsn(path, url.Values{
 		"mode":    {"ro"},
 		"_pragma": {"busy_timeout(5000)"},

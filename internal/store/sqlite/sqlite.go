@@ -136,7 +136,7 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 	}
 	if err == nil {
-		if err = s.readers.open(ctx, path); err != nil {
+		if err = s.openReaders(ctx, path); err != nil {
 			s.tx.close()
 		}
 	}

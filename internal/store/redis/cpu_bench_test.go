@@ -1,5 +1,3 @@
-//go:build unix
-
 package redis_test
 
 import (
@@ -7,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -118,13 +115,13 @@ type cpuMeter struct {
 }
 
 func startCPU(b *testing.B, srv redistest.Server) cpuMeter {
-	return cpuMeter{srv: srv, server: serverCPU(b, srv), client: processCPU()}
+	return cpuMeter{srv: srv, server: serverCPU(b, srv), client: storetest.CPUTime()}
 }
 
 // report reports the CPU time since startCPU per one of n units.
 func (m cpuMeter) report(b *testing.B, n int, unit string) {
 	b.StopTimer()
-	server, client := serverCPU(b, m.srv)-m.server, processCPU()-m.client
+	server, client := serverCPU(b, m.srv)-m.server, storetest.CPUTime()-m.client
 	b.ReportMetric(float64(server.Nanoseconds())/1e3/float64(n), "redis-µs/"+unit)
 	b.ReportMetric(float64(client.Nanoseconds())/1e3/float64(n), "client-µs/"+unit)
 }
@@ -144,13 +141,4 @@ func serverCPU(b *testing.B, srv redistest.Server) time.Duration {
 		}
 	}
 	return time.Duration(sum * float64(time.Second))
-}
-
-// processCPU returns this process's CPU time, user and system.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

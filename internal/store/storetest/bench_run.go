@@ -31,10 +31,20 @@ func benchRunStart(b *testing.B, st kernel.Store) {
 		ids[i] = mustCreateSession(b, st).ID
 	}
 	b.ResetTimer()
+	cpu := CPUTime()
 	for _, id := range ids {
 		if err := StartRun(ctx, st, id); err != nil {
 			b.Fatal(err)
 		}
+	}
+	reportCPU(b, cpu)
+}
+
+// reportCPU reports the CPU time the process used since start per op,
+// where it is measured.
+func reportCPU(b *testing.B, start time.Duration) {
+	if start > 0 {
+		b.ReportMetric(float64(CPUTime()-start)/float64(b.N), "cpu-ns/op")
 	}
 }
 
@@ -43,6 +53,7 @@ func benchRunStart(b *testing.B, st kernel.Store) {
 // go, and not timed apart from the runs.
 func benchRunStartParallel(b *testing.B, st kernel.Store) {
 	ctx := b.Context()
+	defer reportCPU(b, CPUTime())
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			s := newSession()
@@ -189,11 +200,13 @@ func benchHotReads(b *testing.B, st kernel.Store) {
 	for _, r := range reads {
 		b.Run(r.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := CPUTime()
 			for b.Loop() {
 				if err := r.read(); err != nil {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, cpu)
 		})
 	}
 }

@@ -74,6 +74,13 @@ func streamRunsAt(ctx context.Context, e *env, conc, runs int, all bool) error {
 	if !all {
 		return nil
 	}
+	recordStreams(e, streams, wall, cpu, e.cl.received.Load()-received)
+	return resumeCheck("W2", streams, e)
+}
+
+// recordStreams records W2's rates, CPU and bytes: streams took wall, the
+// CPU since cpu and received bytes.
+func recordStreams(e *env, streams []*runStream, wall time.Duration, cpu *cpuMeter, received int64) {
 	var sum runStream
 	for _, rs := range streams {
 		sum.tokens += rs.tokens
@@ -85,10 +92,9 @@ func streamRunsAt(ctx context.Context, e *env, conc, runs int, all bool) error {
 	e.rec("W2 tokens delivered/s", kindRate, float64(sum.tokens)/wall.Seconds())
 	e.rec("W2 frames per token", kindRatio, float64(sum.frames)/float64(sum.tokens))
 	cpu.per(e, "W2", "token", sum.tokens)
-	e.rec("W2 bytes on the wire per token", kindBytes, float64(e.cl.received.Load()-received)/float64(sum.tokens))
+	e.rec("W2 bytes on the wire per token", kindBytes, float64(received)/float64(sum.tokens))
 	e.rec("W2 dropped streams", kindCount, float64(sum.dropped))
 	e.rec("W2 reconnects", kindCount, float64(sum.reconnects))
-	return resumeCheck("W2", streams, e)
 }
 
 // bigRun is W3: one long run as fast as the model streams, and what it

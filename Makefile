@@ -79,7 +79,7 @@ test-integration: testdeps
 	go test -race -count=1 -tags=integration ./...
 
 lint:
-	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run
+	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run --allow-parallel-runners
 
 # lint-api lints api/openapi.yaml with Redocly and Spectral, pinned in
 # test/apilint (with their rulesets), and fails on any error or warning.

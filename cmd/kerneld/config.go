@@ -24,13 +24,23 @@ import (
 // Config is kerneld's configuration: defaults, then configs/kerneld.yaml,
 // then KERNELD_* environment variables, then flags.
 type Config struct {
-	HTTP      HTTPConfig     `yaml:"http"`
-	Store     StoreConfig    `yaml:"store"`
-	AgentsDir string         `yaml:"agents_dir"`
-	Log       LogConfig      `yaml:"log"`
-	Auth      AuthConfig     `yaml:"auth"`
-	Sessions  SessionsConfig `yaml:"sessions"`
-	Quotas    QuotasConfig   `yaml:"quotas"`
+	HTTP      HTTPConfig      `yaml:"http"`
+	Store     StoreConfig     `yaml:"store"`
+	AgentsDir string          `yaml:"agents_dir"`
+	Log       LogConfig       `yaml:"log"`
+	Auth      AuthConfig      `yaml:"auth"`
+	Sessions  SessionsConfig  `yaml:"sessions"`
+	Quotas    QuotasConfig    `yaml:"quotas"`
+	Telemetry TelemetryConfig `yaml:"telemetry"`
+}
+
+// TelemetryConfig configures tracing beyond the standard OTEL_* variables,
+// which say whether and where spans are exported.
+type TelemetryConfig struct {
+	// RecordContent puts prompts, answers, tool arguments and results on
+	// spans; off, spans carry sizes and names only.
+	// OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true sets it too.
+	RecordContent bool `yaml:"record_content"`
 }
 
 // QuotasConfig are the quotas and rate limits of every tenant (operator

@@ -28,6 +28,7 @@ import (
 	"github.com/kerneld/kerneld/internal/store/memory"
 	"github.com/kerneld/kerneld/internal/store/redis"
 	"github.com/kerneld/kerneld/internal/store/sqlite"
+	"github.com/kerneld/kerneld/internal/telemetry"
 	"github.com/kerneld/kerneld/internal/tools"
 	"github.com/kerneld/kerneld/internal/tools/mcp"
 )
@@ -51,13 +52,14 @@ type daemon struct {
 	conns    connPlan
 	repl     *replication // with the redis store
 	quotas   *quota.Limiter
+	tracing  *telemetry.Tracing
 }
 
 // serve runs kerneld until ctx ends. It listens first and answers health
 // checks while the store opens, migrates and recovers; then it serves the
 // API. A bad agent file or a busy port fails before anything is served.
-func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slog.Logger) error {
-	d := &daemon{log: log, metrics: metrics.New(), tools: tools.NewRegistry(tools.Builtins()...)}
+func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slog.Logger, tracing *telemetry.Tracing) error {
+	d := &daemon{log: log, metrics: metrics.New(), tools: tools.NewRegistry(tools.Builtins()...), tracing: tracing}
 	if err := d.loadAgents(cfg, getenv); err != nil {
 		return err
 	}
@@ -96,8 +98,8 @@ func (d *daemon) serveAPI(ctx context.Context, cfg Config, handler http.Handler,
 	if err != nil {
 		return nil, err
 	}
-	d.log.Info("kerneld listening", "addr", ln.Addr().String(), "version", version, "store", cfg.Store.Kind,
-		"agents", len(d.registry.List()))
+	d.log.Info("kerneld listening", append([]any{"addr", ln.Addr().String(), "version", version, "store", cfg.Store.Kind,
+		"agents", len(d.registry.List())}, d.tracing.Describe()...)...)
 	conns := httpapi.NewConnLimit(httpapi.ConnLimitOptions{Max: d.conns.maxConns, MaxRefusing: d.conns.maxRefusing,
 		Logger: d.log.With("system", "http")})
 	d.metrics.GaugeFunc("kerneld_connections_open", "Open connections to the API, idle keep-alive ones included.",
@@ -217,6 +219,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		ReadTimeout: cfg.HTTP.ReadTimeout, MinBodyRate: cfg.HTTP.MinBodyRate, BodyRateGrace: cfg.HTTP.BodyRateGrace,
 		MaxStreams: d.conns.maxStreams, MaxStreamsPerTenant: cfg.HTTP.MaxStreamsPerTenant,
 		CORSOrigins: cfg.HTTP.CORSOrigins, Quotas: d.quotas, Metrics: metrics, OpenAPI: api.OpenAPI, Version: version,
+		Tracing: d.tracing,
 	})
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/quota"
+	"github.com/kerneld/kerneld/internal/telemetry"
 )
 
 // Options configure a Server. Zero values take the defaults noted.
@@ -43,7 +44,9 @@ type Options struct {
 	// Quotas applies the tenants' quotas and rate limits; nil applies none.
 	Quotas  *quota.Limiter
 	Metrics http.Handler // served at /metrics; nil answers 404
-	OpenAPI []byte       // served at /openapi.yaml
+	// Tracing, when enabled, gives every request a server span.
+	Tracing *telemetry.Tracing
+	OpenAPI []byte // served at /openapi.yaml
 	Version string
 }
 

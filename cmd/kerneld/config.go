@@ -32,6 +32,7 @@ type Config struct {
 	Sessions  SessionsConfig  `yaml:"sessions"`
 	Quotas    QuotasConfig    `yaml:"quotas"`
 	Telemetry TelemetryConfig `yaml:"telemetry"`
+	Webhooks  WebhooksConfig  `yaml:"webhooks"`
 }
 
 // TelemetryConfig configures tracing beyond the standard OTEL_* variables,
@@ -140,6 +141,7 @@ func DefaultConfig() Config {
 			MinBodyRate: 1024, BodyRateGrace: 5 * time.Second, MaxStreamsPerTenant: 1000,
 		},
 		Quotas:    QuotasConfig(quota.DefaultLimits()),
+		Webhooks:  defaultWebhooks(),
 		Store:     StoreConfig{Kind: "sqlite", DataDir: "./data", Redis: RedisConfig{LeaseTTL: 10 * time.Second}},
 		AgentsDir: "configs/agents",
 		Log:       LogConfig{Format: "text", Level: "info"},
@@ -247,6 +249,7 @@ func (c *Config) envTwins() []envTwin {
 		{"KERNELD_TOKENS_PER_DAY", "quotas.tokens_per_day", &c.Quotas.TokensPerDay},
 		{"KERNELD_REDIS_PREFIX", "store.redis.prefix", &c.Store.Redis.Prefix},
 		{"KERNELD_LEASE_TTL", "store.redis.lease_ttl", &c.Store.Redis.LeaseTTL},
+		{"KERNELD_WEBHOOK_SECRET", "webhooks.secret", &c.Webhooks.Secret},
 	}
 }
 
@@ -363,7 +366,7 @@ func (c Config) Validate() error {
 	if err := httpapi.ValidateCORSOrigins(c.HTTP.CORSOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("http.cors_origins: %w", err))
 	}
-	errs = append(errs, c.Auth.check())
+	errs = append(errs, c.Auth.check(), c.Webhooks.check())
 	return errors.Join(errs...)
 }
 

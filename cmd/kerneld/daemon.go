@@ -31,6 +31,7 @@ import (
 	"github.com/kerneld/kerneld/internal/telemetry"
 	"github.com/kerneld/kerneld/internal/tools"
 	"github.com/kerneld/kerneld/internal/tools/mcp"
+	"github.com/kerneld/kerneld/internal/webhook"
 )
 
 // store is a kernel store the daemon owns and closes last.
@@ -53,6 +54,8 @@ type daemon struct {
 	repl     *replication // with the redis store
 	quotas   *quota.Limiter
 	tracing  *telemetry.Tracing
+	targets  *webhook.Targets
+	webhooks *webhook.Dispatcher // nil when the store keeps no outbox
 }
 
 // serve runs kerneld until ctx ends. It listens first and answers health
@@ -61,6 +64,10 @@ type daemon struct {
 func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slog.Logger, tracing *telemetry.Tracing) error {
 	d := &daemon{log: log, metrics: metrics.New(), tools: tools.NewRegistry(tools.Builtins()...), tracing: tracing}
 	if err := d.loadAgents(cfg, getenv); err != nil {
+		return err
+	}
+	var err error
+	if d.targets, err = cfg.Webhooks.targets(); err != nil {
 		return err
 	}
 	var handler switchHandler
@@ -179,6 +186,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		cfg.Store.Redis.Replica = replicaName() // one name for the leases and the quota counts
 	}
 	d.quotas = newQuotas(cfg, db)
+	d.webhooks = cfg.Webhooks.dispatcher(db, d.targets, cfg.Store.Redis.Replica, d.log.With("system", "webhook"))
 	var repl kernel.Replication
 	if rdb, ok := db.(*redis.Store); ok {
 		if d.repl, err = replicate(ctx, rdb, d.streams, d.log.With("system", "store")); err != nil {
@@ -196,6 +204,10 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	})
 	if err == nil && d.repl != nil {
 		d.repl.start(d.kernel)
+	}
+	if err == nil && d.webhooks != nil {
+		d.webhooks.Start()
+		d.measureWebhooks()
 	}
 	if err == nil {
 		if _, err = d.kernel.Recover(ctx); err != nil {
@@ -219,7 +231,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		ReadTimeout: cfg.HTTP.ReadTimeout, MinBodyRate: cfg.HTTP.MinBodyRate, BodyRateGrace: cfg.HTTP.BodyRateGrace,
 		MaxStreams: d.conns.maxStreams, MaxStreamsPerTenant: cfg.HTTP.MaxStreamsPerTenant,
 		CORSOrigins: cfg.HTTP.CORSOrigins, Quotas: d.quotas, Metrics: metrics, OpenAPI: api.OpenAPI, Version: version,
-		Tracing: d.tracing,
+		Tracing: d.tracing, Webhooks: d.webhooks,
 	})
 	return nil
 }
@@ -265,6 +277,15 @@ func (d *daemon) measureOwnership() {
 		stat(func(s kernel.Stats) float64 { return float64(s.TakeOvers) }))
 	d.metrics.CounterFunc("kerneld_fenced_writes_total", "Appends the store refused because this replica's lease was lost.",
 		stat(func(s kernel.Stats) float64 { return float64(s.Fenced) }))
+}
+
+// measureWebhooks counts this replica's webhook attempts by outcome.
+func (d *daemon) measureWebhooks() {
+	st := d.webhooks.Stats()
+	for outcome, n := range map[string]*atomic.Int64{"delivered": &st.Delivered, "retried": &st.Retried, "failed": &st.Failed} {
+		d.metrics.CounterFunc("kerneld_webhook_"+outcome+"_total", "Webhook attempts of this replica that ended "+outcome+".",
+			func() float64 { return float64(n.Load()) })
+	}
 }
 
 // openStore opens the configured backend. sqlite.Open names the database
@@ -340,6 +361,9 @@ func (d *daemon) close(ctx context.Context) error {
 	}
 	if d.repl != nil {
 		errs = append(errs, d.repl.close()) // no more signals or tails
+	}
+	if d.webhooks != nil {
+		errs = append(errs, d.webhooks.Close(ctx)) // attempts cut short are due again at once, for the next start
 	}
 	d.quotas.Close() // no more run counts to publish
 	if d.db != nil {

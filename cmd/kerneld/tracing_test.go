@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,16 +13,8 @@ import (
 // time run returns, and the request's log line names the trace.
 func TestRun_Tracing(t *testing.T) {
 	rcv := otlptest.NewHTTP(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	logs := &syncBuffer{}
-	done := make(chan error, 1)
-	args := []string{"-addr", "127.0.0.1:0", "-agents-dir", "../../configs/agents", "-config", "../../configs/kerneld.yaml",
-		"-data-dir", t.TempDir()}
-	getenv := env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.Endpoint})
-	go func() { done <- run(ctx, args, getenv, io.Discard, logs) }()
-	base := "http://" + waitAddr(t, logs.String)
-	waitReady(t, base)
+	d := startInProcess(t, env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.Endpoint}))
+	base, logs := d.base, d.logs
 
 	const traceID = "0af7651916cd43dd8448eb211c80319c"
 	req, err := http.NewRequestWithContext(t.Context(), "POST", base+"/sessions", strings.NewReader(`{"agent":"echo"}`))
@@ -40,8 +30,7 @@ func TestRun_Tracing(t *testing.T) {
 	if res.StatusCode != http.StatusCreated {
 		t.Fatalf("POST /sessions = %d", res.StatusCode)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := d.stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	// run flushed its spans before returning: no waiting here.

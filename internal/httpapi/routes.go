@@ -66,6 +66,8 @@ func (s *Server) routes() chi.Router {
 			r.Get("/sessions/{id}/memory/*", s.handle(s.handleMemoryGet))
 			r.Put("/sessions/{id}/memory/*", s.handle(s.handleMemoryPut))
 			r.Delete("/sessions/{id}/memory/*", s.handle(s.handleMemoryDelete))
+			r.Get("/webhooks/deliveries", s.handle(s.handleDeliveryList))
+			r.Post("/webhooks/deliveries/{id}/redeliver", s.handle(s.handleDeliveryRedeliver))
 		})
 	})
 	return r

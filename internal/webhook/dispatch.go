@@ -322,11 +322,6 @@ func (d *Dispatcher) backoff(n int) time.Duration {
 	return wait - time.Duration(mrand.Int64N(int64(wait/5)+1)) //nolint:gosec // jitter, not a secret
 }
 
-// List returns the deliveries q selects, newest first.
-func (d *Dispatcher) List(ctx context.Context, q Query) ([]Delivery, error) {
-	return d.opts.Outbox.ListDeliveries(ctx, q)
-}
-
 // Redeliver makes a tenant's failed or delivered delivery due again now,
 // with a fresh retry window and the same webhook-id, and wakes the
 // dispatcher.

@@ -129,10 +129,10 @@ func TestDispatcher_DeadLetterThenRedeliver(t *testing.T) {
 	assert.Greater(t, failed.Attempts, 1, "retried before giving up")
 	assert.Equal(t, http.StatusInternalServerError, failed.LastStatus)
 	assert.Equal(t, "the receiver answered 500 Internal Server Error", failed.LastError)
-	dead, err := d.List(t.Context(), webhook.Query{Tenant: "acme", State: webhook.StateFailed})
+	dead, err := d.ListPage(t.Context(), "acme", webhook.StateFailed, "", 0)
 	require.NoError(t, err)
-	require.Len(t, dead, 1)
-	assert.Equal(t, del.ID, dead[0].ID)
+	require.Len(t, dead.Items, 1)
+	assert.Equal(t, del.ID, dead.Items[0].ID)
 
 	f.rcv.SetStatus(nil) // fixed
 	_, err = d.Redeliver(t.Context(), "acme", del.ID)

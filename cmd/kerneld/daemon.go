@@ -16,6 +16,7 @@ import (
 
 	"github.com/kerneld/kerneld/api"
 	"github.com/kerneld/kerneld/internal/agents"
+	"github.com/kerneld/kerneld/internal/guard"
 	"github.com/kerneld/kerneld/internal/httpapi"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/llm"
@@ -63,11 +64,11 @@ type daemon struct {
 // API. A bad agent file or a busy port fails before anything is served.
 func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slog.Logger, tracing *telemetry.Tracing) error {
 	d := &daemon{log: log, metrics: metrics.New(), tools: tools.NewRegistry(tools.Builtins()...), tracing: tracing}
-	if err := d.loadAgents(cfg, getenv); err != nil {
-		return err
-	}
 	var err error
 	if d.targets, err = cfg.Webhooks.targets(); err != nil {
+		return err
+	}
+	if err := d.loadAgents(cfg, getenv); err != nil {
 		return err
 	}
 	var handler switchHandler
@@ -165,12 +166,24 @@ func (d *daemon) loadAgents(cfg Config, getenv func(string) string) error {
 		},
 		KnownTool: func(name string) bool { return d.tools.Has(name) || name == kernel.SpawnAgentTool },
 		Getenv:    getenv,
+		CheckGuard: func(g agents.GuardSpec) error {
+			_, err := guard.New(guardConfig(g), d.targets.Policy())
+			return err
+		},
+		CheckWebhook: func(w agents.WebhookSpec) error {
+			return d.targets.CheckEndpoint(webhook.Endpoint{URL: w.URL, Events: w.Events})
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("load agents: %w", err)
 	}
 	d.registry = registry
 	return nil
+}
+
+// guardConfig is an agent file's guard as the guard package takes it.
+func guardConfig(g agents.GuardSpec) guard.Config {
+	return guard.Config{URL: g.URL, Secret: g.Secret, Timeout: g.Timeout, OnFailure: g.OnFailure, BeforeRun: g.BeforeRun}
 }
 
 // open opens the store, builds the kernel and the API, and recovers the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -80,5 +81,26 @@ func TestRun_WebhookDeliveries(t *testing.T) {
 	}
 	if err := d.stop(); err != nil {
 		t.Fatalf("run: %v", err)
+	}
+}
+
+// TestRun_RefusesHooksToLinkLocal starts kerneld on an agent whose guard
+// or webhook points at the metadata address: it refuses to start, naming
+// the file and the field.
+func TestRun_RefusesHooksToLinkLocal(t *testing.T) {
+	secret := webhook.NewSecret()
+	for name, hooks := range map[string]string{
+		"guard":   "guard: {url: 'https://169.254.169.254/latest', secret: '" + secret + "'}",
+		"webhook": "webhooks: [{url: 'https://[fd00:ec2::254]/', events: ['*']}]",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, dir, "a.yaml", "name: a\nmodel: {provider: scripted, script: [{text: hi}]}\n"+hooks+"\n")
+			args := []string{"-addr", "127.0.0.1:0", "-agents-dir", dir, "-config", "../../configs/kerneld.yaml", "-data-dir", t.TempDir()}
+			err := run(t.Context(), args, env(nil), io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "a.yaml") || !strings.Contains(err.Error(), "link-local") {
+				t.Fatalf("run = %v, want a refusal naming a.yaml and the link-local address", err)
+			}
+		})
 	}
 }

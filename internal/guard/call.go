@@ -122,7 +122,7 @@ func (c *Caller) post(ctx context.Context, g Guard, req request) (response, erro
 		}
 		return response{}, fmt.Errorf("send: %w", err)
 	}
-	defer hres.Body.Close()
+	defer func() { _ = hres.Body.Close() }() // the answer is read; nothing to report
 	if hres.StatusCode != http.StatusOK {
 		return response{}, fmt.Errorf("the guard answered %d %s, not 200", hres.StatusCode, http.StatusText(hres.StatusCode))
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/proto/otlp/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/kerneld/kerneld/internal/httpapi"
 	"github.com/kerneld/kerneld/internal/telemetry"
@@ -44,7 +44,7 @@ func TestTraceRequests(t *testing.T) {
 	require.Len(t, create, 1, "spans: %v", otlptest.Names(spans))
 	assert.Equal(t, traceID, create[0].TraceID, "the caller's traceparent is the parent")
 	assert.Equal(t, parentID, create[0].ParentSpanID)
-	assert.Equal(t, v1.Span_SPAN_KIND_SERVER, create[0].Kind)
+	assert.Equal(t, tracepb.Span_SPAN_KIND_SERVER, create[0].Kind)
 	assert.Equal(t, int64(http.StatusCreated), create[0].Attrs["http.response.status_code"])
 	assert.Equal(t, "/sessions", create[0].Attrs["http.route"])
 	assert.Equal(t, "POST", create[0].Attrs["http.request.method"])
@@ -55,7 +55,7 @@ func TestTraceRequests(t *testing.T) {
 	assert.NotEqual(t, traceID, get[0].TraceID, "a request without traceparent starts its own trace")
 	assert.Empty(t, get[0].ParentSpanID)
 	assert.Equal(t, int64(http.StatusNotFound), get[0].Attrs["http.response.status_code"])
-	assert.Equal(t, v1.Status_STATUS_CODE_UNSET, get[0].Status, "a 4xx is the client's error, not the server's")
+	assert.Equal(t, tracepb.Status_STATUS_CODE_UNSET, get[0].Status, "a 4xx is the client's error, not the server's")
 }
 
 func TestTraceRequests_OffWithoutTracing(t *testing.T) {

@@ -291,7 +291,7 @@ func (d *Dispatcher) post(del Delivery, key Key, now time.Time) (int, error) {
 	if err != nil {
 		return 0, describeSendError(err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()                                // the status is the outcome
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxResponseBytes)) // only to reuse the connection
 	if res.StatusCode < 200 || res.StatusCode > 299 {
 		return res.StatusCode, fmt.Errorf("the receiver answered %d %s", res.StatusCode, http.StatusText(res.StatusCode))

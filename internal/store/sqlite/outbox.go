@@ -182,7 +182,7 @@ func (s *Store) PruneDeliveries(ctx context.Context, before time.Time) (int, err
 
 // scanDeliveries reads rows of deliveryColumns and closes them.
 func scanDeliveries(rows *sql.Rows) ([]webhook.Delivery, error) {
-	defer rows.Close()
+	defer func() { _ = rows.Close() }() // rows.Err reports what went wrong
 	var out []webhook.Delivery
 	for rows.Next() {
 		var d webhook.Delivery

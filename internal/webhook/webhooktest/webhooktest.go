@@ -49,7 +49,7 @@ func NewReceiver(tb testing.TB, secret string) *Receiver {
 	if err != nil {
 		tb.Fatalf("receiver secret: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := new(net.ListenConfig).Listen(tb.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatalf("receiver: %v", err)
 	}
@@ -80,7 +80,7 @@ func (r *Receiver) Stop() {
 // Start serves again on the receiver's address after Stop.
 func (r *Receiver) Start(tb testing.TB) {
 	tb.Helper()
-	ln, err := net.Listen("tcp", r.addr)
+	ln, err := new(net.ListenConfig).Listen(tb.Context(), "tcp", r.addr)
 	if err != nil {
 		tb.Fatalf("listen again on %s: %v", r.addr, err)
 	}

@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -14,7 +15,12 @@ import (
 	"github.com/kerneld/kerneld/internal/webhook"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(childEnv); dir != "" {
+		os.Exit(writeAndWait(dir, os.Getenv(childURLEnv)))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // TestDispatcher_TwoReplicas runs two dispatchers on one outbox, as two
 // replicas of kerneld would: every delivery reaches the receiver once.

@@ -24,13 +24,24 @@ import (
 // Config is kerneld's configuration: defaults, then configs/kerneld.yaml,
 // then KERNELD_* environment variables, then flags.
 type Config struct {
-	HTTP      HTTPConfig     `yaml:"http"`
-	Store     StoreConfig    `yaml:"store"`
-	AgentsDir string         `yaml:"agents_dir"`
-	Log       LogConfig      `yaml:"log"`
-	Auth      AuthConfig     `yaml:"auth"`
-	Sessions  SessionsConfig `yaml:"sessions"`
-	Quotas    QuotasConfig   `yaml:"quotas"`
+	HTTP      HTTPConfig      `yaml:"http"`
+	Store     StoreConfig     `yaml:"store"`
+	AgentsDir string          `yaml:"agents_dir"`
+	Log       LogConfig       `yaml:"log"`
+	Auth      AuthConfig      `yaml:"auth"`
+	Sessions  SessionsConfig  `yaml:"sessions"`
+	Quotas    QuotasConfig    `yaml:"quotas"`
+	Telemetry TelemetryConfig `yaml:"telemetry"`
+	Webhooks  WebhooksConfig  `yaml:"webhooks"`
+}
+
+// TelemetryConfig configures tracing beyond the standard OTEL_* variables,
+// which say whether and where spans are exported.
+type TelemetryConfig struct {
+	// RecordContent puts prompts, answers, tool arguments and results on
+	// spans; off, spans carry sizes and names only.
+	// OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true sets it too.
+	RecordContent bool `yaml:"record_content"`
 }
 
 // QuotasConfig are the quotas and rate limits of every tenant (operator
@@ -142,6 +153,7 @@ func DefaultConfig() Config {
 			MaxConnectionsPerAddress: 2048, FirstRequestTimeout: 5 * time.Second,
 		},
 		Quotas:    QuotasConfig(quota.DefaultLimits()),
+		Webhooks:  defaultWebhooks(),
 		Store:     StoreConfig{Kind: "sqlite", DataDir: "./data", Redis: RedisConfig{LeaseTTL: 10 * time.Second}},
 		AgentsDir: "configs/agents",
 		Log:       LogConfig{Format: "text", Level: "info"},
@@ -254,6 +266,7 @@ func (c *Config) envTwins() []envTwin {
 		{"KERNELD_TOKENS_PER_DAY", "quotas.tokens_per_day", &c.Quotas.TokensPerDay},
 		{"KERNELD_REDIS_PREFIX", "store.redis.prefix", &c.Store.Redis.Prefix},
 		{"KERNELD_LEASE_TTL", "store.redis.lease_ttl", &c.Store.Redis.LeaseTTL},
+		{"KERNELD_WEBHOOK_SECRET", "webhooks.secret", &c.Webhooks.Secret},
 	}
 }
 
@@ -370,7 +383,7 @@ func (c Config) Validate() error {
 	if err := httpapi.ValidateCORSOrigins(c.HTTP.CORSOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("http.cors_origins: %w", err))
 	}
-	errs = append(errs, c.Auth.check())
+	errs = append(errs, c.Auth.check(), c.Webhooks.check())
 	return errors.Join(errs...)
 }
 

@@ -75,6 +75,7 @@ type options struct {
 	count      int
 	timeout    time.Duration
 	cpuProfile string
+	tracing    bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -96,6 +97,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.count, "count", 3, "rounds; each cell is the median of its rounds (1 with -quick)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "bound on the whole run")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the load generator's CPU profile here, to check it is not the bottleneck")
+	fs.BoolVar(&o.tracing, "tracing", false, "measure the build with tracing off and on (OTLP/HTTP to a receiver in this process that accepts everything), interleaved")
 	err := fs.Parse(args)
 	if err != nil {
 		return o, err
@@ -167,6 +169,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	builds, err := o.builds(ctx, tmp, stderr)
 	if err != nil {
 		return err
+	}
+	if o.tracing {
+		stopReceiver, err := withTracing(&builds, stdout)
+		if err != nil {
+			return err
+		}
+		defer stopReceiver()
 	}
 	if o.serverCPUs != "" {
 		if _, err := exec.LookPath("taskset"); err != nil {
@@ -264,7 +273,7 @@ func (m measurement) measure(ctx context.Context, o options, b build, dir string
 	defer cl.close()
 	srv, err := startCluster(ctx, cl.hc, serverSpec{
 		binary: b.binary, store: m.setup.store, replicas: m.setup.replicas, cpus: o.serverCPUs, dir: dir,
-		redisURL: o.redisURL, redisPrefix: fmt.Sprintf("loadtest-%d-%s:", os.Getpid(), m.name()),
+		redisURL: o.redisURL, redisPrefix: fmt.Sprintf("loadtest-%d-%s:", os.Getpid(), m.name()), env: b.env,
 	})
 	if err != nil {
 		res.note("%s: %v", what, err)

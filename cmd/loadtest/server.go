@@ -78,6 +78,7 @@ type serverSpec struct {
 	redisPrefix string // the redis store's keys for this workload alone
 	// agents are more agent files, by name, beside the echo and paced agents.
 	agents map[string]string
+	env    []string // more environment for every server process, NAME=value
 }
 
 // cluster is the kerneld processes serving one workload, one process and
@@ -216,6 +217,7 @@ func startServer(ctx context.Context, hc *http.Client, spec serverSpec, i int) (
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	s.cmd.Env = append(os.Environ(), "KERNELD_REDIS_PREFIX="+spec.redisPrefix)
 	s.cmd.Env = append(s.cmd.Env, noQuotas...)
+	s.cmd.Env = append(s.cmd.Env, spec.env...)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // no server outlives the load test
 	if err := s.run(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/quota"
+	"github.com/kerneld/kerneld/internal/telemetry"
+	"github.com/kerneld/kerneld/internal/webhook"
 )
 
 // Options configure a Server. Zero values take the defaults noted.
@@ -43,7 +45,11 @@ type Options struct {
 	// Quotas applies the tenants' quotas and rate limits; nil applies none.
 	Quotas  *quota.Limiter
 	Metrics http.Handler // served at /metrics; nil answers 404
-	OpenAPI []byte       // served at /openapi.yaml
+	// Webhooks serves /webhooks/deliveries; nil answers 404.
+	Webhooks *webhook.Dispatcher
+	// Tracing, when enabled, gives every request a server span.
+	Tracing *telemetry.Tracing
+	OpenAPI []byte // served at /openapi.yaml
 	Version string
 }
 

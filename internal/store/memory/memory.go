@@ -38,6 +38,8 @@ type Store struct {
 	byMetadata map[metaEntry][]*record
 
 	tokens atomic.Int64 // the last fencing token given out, by any session
+
+	outbox outbox // webhook deliveries (outbox.go); its own lock, taken under none of the above
 }
 
 // record is one session with everything that belongs to it.

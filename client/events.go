@@ -53,7 +53,11 @@ type Event struct {
 	// TEXT_MESSAGE_*, REASONING_*: the message; TOOL_CALL_RESULT: the
 	// tool message.
 	MessageID string
-	// TEXT_MESSAGE_START: user or assistant.
+	// TEXT_MESSAGE_START: user or assistant. A Stream also sets it on the
+	// TEXT_MESSAGE_CONTENT and TEXT_MESSAGE_END of a message whose START it
+	// delivered (kerneld sends the role on the START only), so a reader
+	// can tell the assistant's text from the echoed input by this field
+	// alone; see Stream.AssistantText.
 	Role string
 	// TEXT_MESSAGE_CONTENT, REASONING_MESSAGE_CONTENT, TOOL_CALL_ARGS:
 	// the next piece of text or of the JSON arguments.
@@ -84,6 +88,13 @@ type Event struct {
 	// SUBAGENT_*: the child's run; SUBAGENT_STARTED also its session.
 	SubagentRunID  string
 	ChildSessionID string
+
+	// Snapshot marks the RUN_STARTED and RUN_FINISHED around the
+	// MESSAGES_SNAPSHOT a ?snapshot=messages stream of an idle session
+	// starts with (FollowOptions.Snapshot): they put the snapshot inside a
+	// run, as AG-UI requires, but are not in the log and are no run of the
+	// session. Their Seq is the snapshot's.
+	Snapshot bool
 }
 
 // Ends reports whether the event closes its run.
@@ -131,6 +142,7 @@ type wireEvent struct {
 			Reason         string `json:"reason"`
 			IsError        bool   `json:"isError"`
 			ChildSessionID string `json:"childSessionId"`
+			Snapshot       bool   `json:"snapshot"`
 		} `json:"kerneld"`
 	} `json:"metadata"`
 }
@@ -161,5 +173,6 @@ func ParseEvent(raw []byte, seq int64) (Event, error) {
 		Outcome: w.Outcome.Type, Reason: k.Reason, Code: w.Code, Message: w.Message,
 		Name: w.Name, Value: w.Value,
 		SubagentRunID: w.SubagentRunID, ChildSessionID: k.ChildSessionID,
+		Snapshot: k.Snapshot,
 	}, nil
 }

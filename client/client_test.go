@@ -385,8 +385,11 @@ func TestFollow_Snapshot(t *testing.T) {
 		assert.Equal(t, last, ev.Seq, "%s: the snapshot's seq is the log's last", ev.Type)
 		assert.Equal(t, ev.Type != client.MessagesSnapshot, ev.Snapshot, "%s marked Snapshot", ev.Type)
 		got = append(got, ev.Type)
-		if ev.Type == client.MessagesSnapshot {
-			assert.Contains(t, string(ev.Raw), "first answer")
+		if msgs, ok := ev.Messages(); ok {
+			require.Len(t, msgs, 2)
+			assert.Equal(t, []string{"user: first answer", "assistant: first answer"},
+				[]string{msgs[0].Role + ": " + msgs[0].Content, msgs[1].Role + ": " + msgs[1].Content})
+			assert.Equal(t, first[0].RunID, msgs[1].RunID)
 		}
 	}
 	assert.Equal(t, []string{client.RunStarted, client.MessagesSnapshot, client.RunFinished}, got)

@@ -176,3 +176,53 @@ func ParseEvent(raw []byte, seq int64) (Event, error) {
 		Snapshot: k.Snapshot,
 	}, nil
 }
+
+// Messages returns the history a MESSAGES_SNAPSHOT holds, oldest first;
+// ok is false for any other event. The snapshot carries no positions or
+// times: Position and CreatedAt are zero.
+func (e Event) Messages() (msgs []Message, ok bool) {
+	if e.Type != MessagesSnapshot {
+		return nil, false
+	}
+	var v struct {
+		Messages []aguiMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(e.Raw, &v); err != nil {
+		return nil, false
+	}
+	msgs = make([]Message, len(v.Messages))
+	for i, m := range v.Messages {
+		msgs[i] = m.message()
+	}
+	return msgs, true
+}
+
+// aguiMessage is a message in AG-UI's shape, as a snapshot holds it.
+type aguiMessage struct {
+	ID         string `json:"id"`
+	Role       string `json:"role"`
+	Content    string `json:"content"`
+	ToolCallID string `json:"toolCallId"`
+	ToolCalls  []struct {
+		ID       string `json:"id"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"toolCalls"`
+	Metadata struct {
+		Kerneld struct {
+			RunID   string `json:"runId"`
+			IsError bool   `json:"isError"`
+		} `json:"kerneld"`
+	} `json:"metadata"`
+}
+
+func (m aguiMessage) message() Message {
+	out := Message{ID: m.ID, RunID: m.Metadata.Kerneld.RunID, Role: m.Role, Content: m.Content,
+		ToolCallID: m.ToolCallID, IsError: m.Metadata.Kerneld.IsError, ToolCalls: make([]ToolCall, len(m.ToolCalls))}
+	for i, c := range m.ToolCalls {
+		out.ToolCalls[i] = ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments}
+	}
+	return out
+}

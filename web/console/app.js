@@ -209,7 +209,8 @@ function activeRun() {
   if (!current) return null;
   if (current.state.activeRunId) return current.state.activeRunId;
   const s = current.session;
-  return s && (s.state === "running" || s.state === "waiting_input") ? s.active_run_id : null;
+  const running = s && (s.state === "running" || s.state === "waiting_input") && !current.endedRuns.has(s.active_run_id);
+  return running ? s.active_run_id : null;
 }
 
 // The message box's invitation, as the page has it.

@@ -47,18 +47,13 @@ func collect(t *testing.T, s *client.Stream) []client.Event {
 	return evs
 }
 
-// assistantText joins the assistant's text deltas.
+// assistantText joins the assistant's text deltas, by the role the
+// stream sets on them (across its reconnects, in the tests of cuts).
 func assistantText(evs []client.Event) string {
 	var b strings.Builder
-	assistant := map[string]bool{}
 	for _, ev := range evs {
-		switch ev.Type {
-		case client.TextMessageStart:
-			assistant[ev.MessageID] = ev.Role == "assistant"
-		case client.TextMessageContent:
-			if assistant[ev.MessageID] {
-				b.WriteString(ev.Delta)
-			}
+		if ev.Type == client.TextMessageContent && ev.Role == "assistant" {
+			b.WriteString(ev.Delta)
 		}
 	}
 	return b.String()
@@ -375,28 +370,80 @@ func TestFollow_ResumesAfterCut(t *testing.T) {
 	assert.ErrorIs(t, err, io.EOF, "a deleted session's stream ends")
 }
 
+// TestFollow_Snapshot: an idle session's snapshot comes inside a run of
+// its own, marked Snapshot, all three events with the log's last seq;
+// then the next run, live.
 func TestFollow_Snapshot(t *testing.T) {
 	c, _ := newClient(t, httpapitest.Options{})
 	ctx := t.Context()
 	s, err := c.CreateSession(ctx, client.CreateSessionRequest{Agent: "echo"})
 	require.NoError(t, err)
 	first := collect(t, mustStreamRun(t, c, s.ID, "first answer"))
+	last := first[len(first)-1].Seq
 
 	stream, err := c.Follow(ctx, s.ID, client.FollowOptions{Snapshot: true})
 	require.NoError(t, err)
 	defer stream.Close()
-	ev, err := stream.Next()
-	require.NoError(t, err)
-	assert.Equal(t, client.MessagesSnapshot, ev.Type)
-	assert.Equal(t, first[len(first)-1].Seq, ev.Seq, "the snapshot's id is the log's last seq")
-	assert.Contains(t, string(ev.Raw), "first answer")
+	var got []string
+	for range 3 {
+		ev, err := stream.Next()
+		require.NoError(t, err)
+		assert.Equal(t, last, ev.Seq, "%s: the snapshot's seq is the log's last", ev.Type)
+		assert.Equal(t, ev.Type != client.MessagesSnapshot, ev.Snapshot, "%s marked Snapshot", ev.Type)
+		got = append(got, ev.Type)
+		if msgs, ok := ev.Messages(); ok {
+			require.Len(t, msgs, 2)
+			assert.Equal(t, []string{"user: first answer", "assistant: first answer"},
+				[]string{msgs[0].Role + ": " + msgs[0].Content, msgs[1].Role + ": " + msgs[1].Content})
+			assert.Equal(t, first[0].RunID, msgs[1].RunID)
+		}
+	}
+	assert.Equal(t, []string{client.RunStarted, client.MessagesSnapshot, client.RunFinished}, got)
 
 	_, err = c.CreateRun(ctx, s.ID, client.CreateRunRequest{Input: "second"})
 	require.NoError(t, err)
-	ev, err = stream.Next()
+	ev, err := stream.Next()
 	require.NoError(t, err)
 	assert.Equal(t, client.RunStarted, ev.Type)
-	assert.Equal(t, first[len(first)-1].Seq+1, ev.Seq)
+	assert.False(t, ev.Snapshot)
+	assert.Equal(t, last+1, ev.Seq)
+}
+
+// TestStream_AssistantText: the assistant's text alone, without the
+// echoed input, with a line between two answers of one run; and the role
+// on every event of a text message.
+func TestStream_AssistantText(t *testing.T) {
+	c, _ := newClient(t, httpapitest.Options{})
+	ctx := t.Context()
+	s, err := c.CreateSession(ctx, client.CreateSessionRequest{Agent: "echo"})
+	require.NoError(t, err)
+	var text strings.Builder
+	for delta, err := range mustStreamRun(t, c, s.ID, "hello there").AssistantText() {
+		require.NoError(t, err)
+		text.WriteString(delta)
+	}
+	assert.Equal(t, "hello there", text.String())
+
+	tools, err := c.CreateSession(ctx, client.CreateSessionRequest{Agent: "tooluser"})
+	require.NoError(t, err)
+	text.Reset()
+	for delta, err := range mustStreamRun(t, c, tools.ID, "what time is it?").AssistantText() {
+		require.NoError(t, err)
+		text.WriteString(delta)
+	}
+	assert.Equal(t, "Checking the time.\nDone.", text.String())
+
+	roles := map[string]int{}
+	for _, ev := range collect(t, mustStreamRun(t, c, s.ID, "two words")) {
+		switch ev.Type {
+		case client.TextMessageStart, client.TextMessageContent, client.TextMessageEnd:
+			roles[ev.Type+" "+ev.Role]++
+		}
+	}
+	assert.Equal(t, map[string]int{
+		"TEXT_MESSAGE_START user": 1, "TEXT_MESSAGE_CONTENT user": 1, "TEXT_MESSAGE_END user": 1,
+		"TEXT_MESSAGE_START assistant": 1, "TEXT_MESSAGE_CONTENT assistant": 2, "TEXT_MESSAGE_END assistant": 1,
+	}, roles)
 }
 
 func mustStreamRun(t *testing.T, c *client.Client, id, input string) *client.Stream {

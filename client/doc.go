@@ -5,10 +5,13 @@
 //	c, err := client.New("http://127.0.0.1:8080", client.WithAPIKey(key))
 //	s, err := c.CreateSession(ctx, client.CreateSessionRequest{Agent: "echo"})
 //	stream, err := c.StreamRun(ctx, s.ID, client.CreateRunRequest{Input: "hello"}, client.FollowOptions{})
-//	for ev, err := range stream.All() {
+//	for text, err := range stream.AssistantText() {
 //		if err != nil { ... }
-//		if ev.Type == client.TextMessageContent { fmt.Print(ev.Delta) }
+//		fmt.Print(text)
 //	}
+//
+// AssistantText yields the assistant's text alone; All yields every
+// event (a text message's events all carry its Role).
 //
 // Errors kerneld answers are *Problem values (RFC 9457 problem details):
 // use errors.As and switch on Problem.Code.

@@ -53,7 +53,11 @@ type Event struct {
 	// TEXT_MESSAGE_*, REASONING_*: the message; TOOL_CALL_RESULT: the
 	// tool message.
 	MessageID string
-	// TEXT_MESSAGE_START: user or assistant.
+	// TEXT_MESSAGE_START: user or assistant. A Stream also sets it on the
+	// TEXT_MESSAGE_CONTENT and TEXT_MESSAGE_END of a message whose START it
+	// delivered (kerneld sends the role on the START only), so a reader
+	// can tell the assistant's text from the echoed input by this field
+	// alone; see Stream.AssistantText.
 	Role string
 	// TEXT_MESSAGE_CONTENT, REASONING_MESSAGE_CONTENT, TOOL_CALL_ARGS:
 	// the next piece of text or of the JSON arguments.
@@ -84,6 +88,13 @@ type Event struct {
 	// SUBAGENT_*: the child's run; SUBAGENT_STARTED also its session.
 	SubagentRunID  string
 	ChildSessionID string
+
+	// Snapshot marks the RUN_STARTED and RUN_FINISHED around the
+	// MESSAGES_SNAPSHOT a ?snapshot=messages stream of an idle session
+	// starts with (FollowOptions.Snapshot): they put the snapshot inside a
+	// run, as AG-UI requires, but are not in the log and are no run of the
+	// session. Their Seq is the snapshot's.
+	Snapshot bool
 }
 
 // Ends reports whether the event closes its run.
@@ -131,6 +142,7 @@ type wireEvent struct {
 			Reason         string `json:"reason"`
 			IsError        bool   `json:"isError"`
 			ChildSessionID string `json:"childSessionId"`
+			Snapshot       bool   `json:"snapshot"`
 		} `json:"kerneld"`
 	} `json:"metadata"`
 }
@@ -161,5 +173,56 @@ func ParseEvent(raw []byte, seq int64) (Event, error) {
 		Outcome: w.Outcome.Type, Reason: k.Reason, Code: w.Code, Message: w.Message,
 		Name: w.Name, Value: w.Value,
 		SubagentRunID: w.SubagentRunID, ChildSessionID: k.ChildSessionID,
+		Snapshot: k.Snapshot,
 	}, nil
+}
+
+// Messages returns the history a MESSAGES_SNAPSHOT holds, oldest first;
+// ok is false for any other event. The snapshot carries no positions or
+// times: Position and CreatedAt are zero.
+func (e Event) Messages() (msgs []Message, ok bool) {
+	if e.Type != MessagesSnapshot {
+		return nil, false
+	}
+	var v struct {
+		Messages []aguiMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(e.Raw, &v); err != nil {
+		return nil, false
+	}
+	msgs = make([]Message, len(v.Messages))
+	for i, m := range v.Messages {
+		msgs[i] = m.message()
+	}
+	return msgs, true
+}
+
+// aguiMessage is a message in AG-UI's shape, as a snapshot holds it.
+type aguiMessage struct {
+	ID         string `json:"id"`
+	Role       string `json:"role"`
+	Content    string `json:"content"`
+	ToolCallID string `json:"toolCallId"`
+	ToolCalls  []struct {
+		ID       string `json:"id"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"toolCalls"`
+	Metadata struct {
+		Kerneld struct {
+			RunID   string `json:"runId"`
+			IsError bool   `json:"isError"`
+		} `json:"kerneld"`
+	} `json:"metadata"`
+}
+
+func (m aguiMessage) message() Message {
+	out := Message{ID: m.ID, RunID: m.Metadata.Kerneld.RunID, Role: m.Role, Content: m.Content,
+		ToolCallID: m.ToolCallID, IsError: m.Metadata.Kerneld.IsError, ToolCalls: make([]ToolCall, len(m.ToolCalls))}
+	for i, c := range m.ToolCalls {
+		out.ToolCalls[i] = ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments}
+	}
+	return out
 }

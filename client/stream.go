@@ -56,8 +56,9 @@ type Stream struct {
 
 	body       io.ReadCloser
 	frames     *frameReader
-	lastSeq    int64 // the seq of the last event delivered (or After)
-	failures   int   // failed reconnects in a row
+	lastSeq    int64             // the seq of the last event delivered (or After)
+	roles      map[string]string // messageId → role, of the text messages open
+	failures   int               // failed reconnects in a row
 	reconnects int
 	err        error // sticky: the stream has ended
 }
@@ -162,6 +163,7 @@ func (s *Stream) Next() (Event, error) {
 			if s.run && ev.RunID == s.runID && ev.Ends() {
 				s.end(io.EOF)
 			}
+			s.noteRole(&ev)
 			return ev, nil
 		}
 	}
@@ -183,8 +185,9 @@ func (s *Stream) accept(f frame) (Event, bool, error) {
 	if err != nil {
 		return Event{}, false, err
 	}
-	// A snapshot repeats the id of the event before it: it is not in the log.
-	if ev.Type != MessagesSnapshot && seq <= s.lastSeq {
+	// A snapshot, and the run carrying an idle session's, repeat the id of
+	// the event before them: they are not in the log.
+	if ev.Type != MessagesSnapshot && !ev.Snapshot && seq <= s.lastSeq {
 		return ev, false, nil
 	}
 	s.lastSeq = max(s.lastSeq, seq)
@@ -195,6 +198,23 @@ func (s *Stream) accept(f frame) (Event, bool, error) {
 		return ev, false, nil
 	}
 	return ev, true, nil
+}
+
+// noteRole keeps the role of each text message from its START until its
+// END, and sets it on the message's CONTENT and END events.
+func (s *Stream) noteRole(ev *Event) {
+	switch ev.Type {
+	case TextMessageStart:
+		if s.roles == nil {
+			s.roles = map[string]string{}
+		}
+		s.roles[ev.MessageID] = ev.Role
+	case TextMessageContent:
+		ev.Role = s.roles[ev.MessageID]
+	case TextMessageEnd:
+		ev.Role = s.roles[ev.MessageID]
+		delete(s.roles, ev.MessageID)
+	}
 }
 
 // post opens the stream of a new run.

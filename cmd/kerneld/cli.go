@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -26,30 +27,6 @@ var cliCommands = map[string]func(*cli, []string) error{
 	"watch":    (*cli).watch,
 	"approve":  (*cli).approve,
 }
-
-const cliUsage = `Usage: kerneld COMMAND [flags]
-
-Without a command (or with flags only) kerneld runs the server. Commands
-talk to a running kerneld:
-
-  agents                          list the agents
-  sessions [ls] [--agent A] [--state S] [--limit N] [--cursor C]
-  sessions get SESSION            print a session as JSON
-  sessions rm SESSION [--cascade] delete a session
-  run AGENT "input"               run input in a new session, print the answer
-  chat AGENT                      talk with an agent, one line per input;
-                                  Ctrl-C cancels an answer, twice exits
-  watch SESSION [--after SEQ] [--snapshot]
-                                  follow a session's events
-  approve SESSION RUN CALL [--deny REASON]
-                                  approve (or deny) a tool call
-  version                         print the version
-
-Flags of every command:
-  --url URL       kerneld's address (KERNELD_URL, default ` + client.DefaultURL + `)
-  --api-key KEY   API key (KERNELD_API_KEY)
-  --json          print JSON: raw events, one per line, for scripts
-`
 
 // cliIO is what a command reads and writes, passed in so tests can
 // drive it.
@@ -72,15 +49,6 @@ type cli struct {
 	url  string
 	key  string
 	json bool
-}
-
-// isCLICommand reports whether args name a client subcommand.
-func isCLICommand(args []string) bool {
-	if len(args) == 0 {
-		return false
-	}
-	_, ok := cliCommands[args[0]]
-	return ok || args[0] == "help"
 }
 
 // cliMain runs a client subcommand with the process's stdin and signals.
@@ -115,8 +83,11 @@ func runCLI(ctx context.Context, args []string, cio cliIO) error {
 	c.fs.StringVar(&c.key, "api-key", cio.getenv("KERNELD_API_KEY"), "API key (KERNELD_API_KEY)")
 	c.fs.BoolVar(&c.json, "json", false, "print JSON")
 	err := cmd(c, args[1:])
-	if errors.Is(err, flag.ErrHelp) {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		return nil
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("no kerneld answers at %s: start one (make run), or point --url or KERNELD_URL at one: %w", c.url, err)
 	}
 	return err
 }

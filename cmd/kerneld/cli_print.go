@@ -16,6 +16,8 @@ type printer struct {
 	w, errw  io.Writer
 	json     bool
 	showUser bool // print the user's input too (watch)
+	// askInPlace leaves out how to approve from elsewhere: the chat asks.
+	askInPlace bool
 
 	sessionID string
 	roles     map[string]string           // messageId → role
@@ -62,16 +64,15 @@ func (p *printer) print(ev client.Event) error {
 	case client.ToolCallEnd:
 		return p.line("→ %s(%s)", p.names[ev.ToolCallID], p.args(ev.ToolCallID))
 	case client.ToolCallResult:
-		if ev.IsError {
-			return p.line("← %s failed: %s", p.names[ev.ToolCallID], oneLine(ev.Content))
-		}
-		return p.line("← %s: %s", p.names[ev.ToolCallID], oneLine(ev.Content))
+		return p.result(ev.ToolCallID, ev.Content, ev.IsError)
 	case client.SubagentStarted:
 		return p.line("→ subagent %s (session %s)", ev.Name, ev.ChildSessionID)
 	case client.SubagentFinished, client.SubagentError:
 		return p.line("← subagent %s", strings.ToLower(strings.TrimPrefix(ev.Type, "SUBAGENT_")))
 	case client.Custom:
 		return p.custom(ev)
+	case client.MessagesSnapshot:
+		return p.snapshot(ev)
 	case client.RunFinished:
 		if ev.Outcome == "cancelled" {
 			return p.line("(%s)", ev.Reason)
@@ -80,9 +81,58 @@ func (p *printer) print(ev client.Event) error {
 	return nil
 }
 
+// snapshot writes the history a MESSAGES_SNAPSHOT holds as the events
+// of its runs would have been written: the inputs (when the user's input
+// is shown), the answers, each tool call and its result.
+func (p *printer) snapshot(ev client.Event) error {
+	msgs, _ := ev.Messages()
+	for _, m := range msgs {
+		if err := p.message(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// message writes one message of a snapshot.
+func (p *printer) message(m client.Message) error {
+	switch m.Role {
+	case "user":
+		if p.showUser {
+			return p.line("> %s", m.Content)
+		}
+	case "assistant":
+		if m.Content != "" {
+			if err := p.line("%s", m.Content); err != nil {
+				return err
+			}
+		}
+		for _, c := range m.ToolCalls {
+			p.names[c.ID] = c.Name
+			if err := p.line("→ %s(%s)", c.Name, oneLine(c.Arguments)); err != nil {
+				return err
+			}
+		}
+	case "tool":
+		return p.result(m.ToolCallID, m.Content, m.IsError)
+	}
+	return nil
+}
+
+// result writes a tool call's result.
+func (p *printer) result(callID, content string, failed bool) error {
+	if failed {
+		return p.line("← %s failed: %s", p.names[callID], oneLine(content))
+	}
+	return p.line("← %s: %s", p.names[callID], oneLine(content))
+}
+
 // custom writes the kerneld.* events a person acts on.
 func (p *printer) custom(ev client.Event) error {
 	if req, ok := ev.ApprovalRequest(); ok {
+		if p.askInPlace {
+			return p.line("? %s(%s) needs approval", req.ToolName, oneLine(string(req.Arguments)))
+		}
 		return p.line("? %s(%s) needs approval: kerneld approve %s %s %s [--deny REASON]",
 			req.ToolName, oneLine(string(req.Arguments)), p.sessionID, ev.RunID, req.ToolCallID)
 	}
@@ -143,10 +193,4 @@ func (p *printer) line(format string, args ...any) error {
 }
 
 // oneLine shortens s to one line of at most 200 characters.
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > 200 {
-		return string(r[:199]) + "…"
-	}
-	return s
-}
+func oneLine(s string) string { return shorten(s, 200) }

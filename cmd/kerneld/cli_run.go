@@ -23,7 +23,7 @@ func (c *cli) run(args []string) error {
 	if err != nil {
 		return err
 	}
-	err = c.answer(id, pos[1], nil)
+	err = c.answer(id, pos[1], nil, nil)
 	if c.ctx.Err() != nil {
 		return fmt.Errorf("interrupted; the run goes on (kerneld watch %s)", id)
 	}
@@ -42,10 +42,12 @@ func (c *cli) newSession(agent string) (string, error) {
 }
 
 // chat handles "kerneld chat AGENT": each line of stdin is an input to
-// one session, answered before the next line is read. Ctrl-C cancels the
-// answer being written; Ctrl-C at the prompt, or a second one while an
-// answer is being cancelled, exits. A failed answer is reported and the
-// conversation goes on. The end of stdin ends the chat.
+// one session, answered before the next line is read. A tool call that
+// needs approval is asked about in place: the next line answers it (see
+// approvalAnswers). Ctrl-C cancels the answer being written; Ctrl-C at
+// the prompt, or a second one while an answer is being cancelled, exits.
+// A failed answer is reported and the conversation goes on. The end of
+// stdin ends the chat.
 func (c *cli) chat(args []string) error {
 	pos, err := c.parse(args, 1, "chat AGENT")
 	if err != nil {
@@ -69,7 +71,7 @@ func (c *cli) chat(args []string) error {
 			if strings.TrimSpace(line) == "" {
 				continue
 			}
-			err := c.answer(id, line, c.interrupts)
+			err := c.answer(id, line, lines, c.interrupts)
 			if errors.Is(err, errQuit) {
 				return nil
 			}
@@ -110,57 +112,95 @@ func (e runFailedError) Error() string {
 }
 
 // answer runs input in the session and prints the run's events. With
+// lines, the run's approvals are asked about and answered from them; when
+// they end with a call undecided, answer returns and the run waits. With
 // interrupts, the first one cancels the run and the second returns
 // errQuit.
-func (c *cli) answer(sessionID, input string, interrupts <-chan os.Signal) error {
+func (c *cli) answer(sessionID, input string, lines <-chan string, interrupts <-chan os.Signal) error {
 	stream, err := c.c.StreamRun(c.ctx, sessionID, client.CreateRunRequest{Input: input}, client.FollowOptions{})
 	if err != nil {
 		return err
 	}
-	// A reader goroutine, owned by answer, which stops it and waits for
-	// it on return, so that Ctrl-C is seen while a read blocks.
-	events := make(chan eventOrError)
-	quit, done := make(chan struct{}), make(chan struct{})
-	defer func() { close(quit); stream.Close(); <-done }()
-	go func() {
-		defer close(done)
-		for ev, err := range stream.All() {
-			select {
-			case events <- eventOrError{ev, err}:
-			case <-quit:
-				return
-			}
-		}
-		close(events)
-	}()
+	events, stop := readEvents(stream)
+	defer stop()
 	p := c.printer(false)
+	p.askInPlace = lines != nil
+	ask := &asker{c: c, sessionID: sessionID}
 	cancelling := false
 	for {
+		var answers <-chan string // read only while a call waits for its answer
+		if ask.waiting() {
+			answers = lines
+		}
 		select {
 		case e, ok := <-events:
 			if !ok {
 				return nil
 			}
-			if e.err != nil {
-				return e.err
-			}
-			if err := p.print(e.ev); err != nil {
+			if err := c.show(p, ask, e); err != nil {
 				return err
 			}
-			if e.ev.Type == client.RunErrorType {
-				return runFailedError{e.ev}
+		case line, ok := <-answers:
+			if !ok {
+				ask.abandon()
+				return nil
+			}
+			if err := ask.answer(line); err != nil {
+				return err
 			}
 		case <-interrupts:
 			if cancelling {
 				return errQuit
 			}
 			cancelling = true
-			c.note("\ncancelling (Ctrl-C again to quit)")
-			if _, err := c.c.CancelRun(c.ctx, sessionID, stream.RunID()); err != nil {
+			if err := c.cancel(sessionID, stream.RunID()); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// show prints one step of a run's stream and hands the event to the
+// asker; a failed run ends the answer with runFailedError.
+func (c *cli) show(p *printer, ask *asker, e eventOrError) error {
+	if e.err != nil {
+		return e.err
+	}
+	if err := p.print(e.ev); err != nil {
+		return err
+	}
+	if e.ev.Type == client.RunErrorType {
+		return runFailedError{e.ev}
+	}
+	ask.see(e.ev)
+	return nil
+}
+
+// cancel stops the run being answered, at the person's Ctrl-C. A run
+// that has ended meanwhile is left as it is.
+func (c *cli) cancel(sessionID, runID string) error {
+	c.note("\ncancelling (Ctrl-C again to quit)")
+	_, err := c.c.CancelRun(c.ctx, sessionID, runID)
+	return err
+}
+
+// readEvents reads stream in a goroutine, so that Ctrl-C and typed lines
+// are seen while a read blocks. stop ends the goroutine and waits for it.
+func readEvents(stream *client.Stream) (events <-chan eventOrError, stop func()) {
+	ch := make(chan eventOrError)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev, err := range stream.All() {
+			select {
+			case ch <- eventOrError{ev, err}:
+			case <-quit:
+				return
+			}
+		}
+		close(ch)
+	}()
+	return ch, func() { close(quit); stream.Close(); <-done }
 }
 
 // eventOrError is one step of a stream.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,11 +38,25 @@ type cliRun struct {
 	done           chan error
 }
 
-// startCLI runs `kerneld args...` against url in the background.
+// startCLI runs `kerneld args...` against url in the background, its
+// input piped.
 func startCLI(t *testing.T, url string, stdin *os.File, args ...string) *cliRun {
 	t.Helper()
+	return startCLIIO(t, url, stdin, false, args...)
+}
+
+// startTerminal is startCLI as if stdin were a terminal: the command
+// prompts on stderr.
+func startTerminal(t *testing.T, url string, stdin *os.File, args ...string) *cliRun {
+	t.Helper()
+	return startCLIIO(t, url, stdin, true, args...)
+}
+
+func startCLIIO(t *testing.T, url string, stdin *os.File, interactive bool, args ...string) *cliRun {
+	t.Helper()
 	r := &cliRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}, interrupts: make(chan os.Signal, 2), done: make(chan error, 1)}
-	cio := cliIO{getenv: env(map[string]string{"KERNELD_URL": url}), stdin: stdin, stdout: r.stdout, stderr: r.stderr, interrupts: r.interrupts}
+	cio := cliIO{getenv: env(map[string]string{"KERNELD_URL": url}), stdin: stdin, stdout: r.stdout, stderr: r.stderr,
+		interactive: interactive, interrupts: r.interrupts}
 	go func() { r.done <- runCLI(t.Context(), args, cio) }()
 	return r
 }
@@ -52,7 +67,7 @@ func (r *cliRun) wait(t *testing.T) error {
 	select {
 	case err := <-r.done:
 		return err
-	case <-time.After(15 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatalf("the command did not end; stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 		return nil
 	}
@@ -61,14 +76,37 @@ func (r *cliRun) wait(t *testing.T) error {
 // waitOutput waits until stdout matches re and returns the match.
 func (r *cliRun) waitOutput(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return r.waitFor(t, "stdout", r.stdout, re)
+}
+
+// waitPrompts waits until the command, on a terminal, has prompted for
+// its n-th line: it is then reading stdin, not answering.
+func (r *cliRun) waitPrompts(t *testing.T, n int) {
+	t.Helper()
+	r.waitFor(t, "stderr", r.stderr, regexp.MustCompile(`(?s)^(.*> ){`+strconv.Itoa(n)+`}$`))
+}
+
+// waitFor waits until out matches re and returns the match. The bound is
+// generous: it only keeps a broken command from hanging the test, and a
+// busy machine can be slow.
+func (r *cliRun) waitFor(t *testing.T, name string, out *syncBuffer, re *regexp.Regexp) []string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		if m := re.FindStringSubmatch(r.stdout.String()); m != nil {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
 			return m
 		}
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case err := <-r.done:
+			r.done <- err // for wait
+			if m := re.FindStringSubmatch(out.String()); m != nil {
+				return m
+			}
+			t.Fatalf("the command ended (%v) before %s matched %s\nstdout:\n%s\nstderr:\n%s", err, name, re, r.stdout, r.stderr)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
-	t.Fatalf("stdout never matched %s:\n%s\nstderr:\n%s", re, r.stdout, r.stderr)
+	t.Fatalf("%s never matched %s\nstdout:\n%s\nstderr:\n%s", name, re, r.stdout, r.stderr)
 	return nil
 }
 
@@ -130,17 +168,22 @@ func TestCLI_RunJSON(t *testing.T) {
 }
 
 // TestCLI_ChatCtrlC: Ctrl-C cancels the answer being written and the
-// chat goes on; Ctrl-C at the prompt exits.
+// chat goes on; Ctrl-C at the prompt exits. The chat runs as on a
+// terminal, so that the test knows when it is at the prompt: a Ctrl-C
+// sent as soon as the answer's last word is out may still find the run
+// going, and cancel it instead of exiting.
 func TestCLI_ChatCtrlC(t *testing.T) {
 	srv := cliServer(t)
-	r, input := startChat(t, srv.URL)
+	r, input := startChat(t, srv.URL, true)
 	r.waitOutput(t, regexp.MustCompile(`a b c`))
 	r.interrupts <- os.Interrupt
 	r.waitOutput(t, regexp.MustCompile(`\(cancelled\)\n$`))
 
+	r.waitPrompts(t, 2)
 	_, err := input.WriteString("again\n")
 	require.NoError(t, err)
 	r.waitOutput(t, regexp.MustCompile(`(?s)\(cancelled\)\n.*z\n$`))
+	r.waitPrompts(t, 3)
 	r.interrupts <- os.Interrupt
 	require.NoError(t, r.wait(t))
 
@@ -155,21 +198,28 @@ func TestCLI_ChatCtrlC(t *testing.T) {
 }
 
 // startChat starts `kerneld chat slow` on a pipe and sends it "go".
-func startChat(t *testing.T, url string) (*cliRun, *os.File) {
+func startChat(t *testing.T, url string, terminal bool) (*cliRun, *os.File) {
+	t.Helper()
+	stdin, input := pipe(t)
+	r := startCLIIO(t, url, stdin, terminal, "chat", "slow")
+	_, err := input.WriteString("go\n")
+	require.NoError(t, err)
+	return r, input
+}
+
+// pipe returns a pipe for a command's stdin, closed at the test's end.
+func pipe(t *testing.T) (stdin, input *os.File) {
 	t.Helper()
 	stdin, input, err := os.Pipe()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = stdin.Close(); _ = input.Close() })
-	r := startCLI(t, url, stdin, "chat", "slow")
-	_, err = input.WriteString("go\n")
-	require.NoError(t, err)
-	return r, input
+	return stdin, input
 }
 
 // TestCLI_ChatQuitWhileCancelling: two Ctrl-C during an answer end the chat.
 func TestCLI_ChatQuitWhileCancelling(t *testing.T) {
 	srv := cliServer(t)
-	r, _ := startChat(t, srv.URL)
+	r, _ := startChat(t, srv.URL, false)
 	r.waitOutput(t, regexp.MustCompile(`a b`))
 	r.interrupts <- os.Interrupt
 	r.interrupts <- os.Interrupt

@@ -179,6 +179,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 	var f flagValues
 	fs := flag.NewFlagSet("kerneld", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { serverUsage(fs) }
 	fs.StringVar(&f.config, "config", envOr(getenv, "KERNELD_CONFIG", "configs/kerneld.yaml"), "config file (KERNELD_CONFIG)")
 	fs.StringVar(&f.addr, "addr", getenv("KERNELD_ADDR"), "listen address, default 127.0.0.1:8080 (KERNELD_ADDR)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", getenv("KERNELD_METRICS_ADDR"), "serve /metrics on this address instead of --addr (KERNELD_METRICS_ADDR)")
@@ -193,7 +194,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 		return f, err
 	}
 	if fs.NArg() > 0 {
-		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return f, unexpectedArgument(fs.Arg(0))
 	}
 	return f, nil
 }

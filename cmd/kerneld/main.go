@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/kerneld/kerneld/internal/telemetry"
@@ -21,9 +22,20 @@ var version = "dev"
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "kerneld:", err)
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		os.Exit(1)
 	}
+}
+
+// errorLine is err as kerneld reports it: after "kerneld: ", once, also
+// for the client's errors, which name kerneld themselves ("kerneld: 404
+// session_not_found: ...").
+func errorLine(err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "kerneld: ") {
+		return msg
+	}
+	return "kerneld: " + msg
 }
 
 // run is main with its dependencies passed in, so tests can call it. It
@@ -36,9 +48,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		case "healthcheck":
 			return healthcheck(ctx, args[1:], getenv, stderr)
 		}
-		if isCLICommand(args) {
-			return cliMain(ctx, args, getenv, stdout, stderr)
-		}
+	}
+	if cmd, ok := clientCommand(args); ok {
+		return cliMain(ctx, cmd, getenv, stdout, stderr)
 	}
 	f, err := parseFlags(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {

@@ -56,8 +56,9 @@ async function threadFromKerneld(threadId) {
   return events;
 }
 
-// messagesSnapshot reads the first frame of kerneld's snapshot stream
-// (GET /sessions/{id}/events?snapshot=messages): the history's messages.
+// messagesSnapshot reads the MESSAGES_SNAPSHOT of kerneld's snapshot
+// stream (GET /sessions/{id}/events?snapshot=messages): the history's
+// messages.
 async function messagesSnapshot(id) {
   const stop = new AbortController();
   const res = await fetch(`${kerneld}/sessions/${id}/events?snapshot=messages`, {

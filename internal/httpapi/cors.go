@@ -31,16 +31,26 @@ const (
 var errOriginRefused = errForbidden
 
 // cors answers preflights and marks the responses to allowed origins.
-// Without Options.CORSOrigins it does nothing: no origin is allowed.
+// Without Options.CORSOrigins no origin is allowed: it only refuses
+// preflights, with a problem that names the setting to change, which is
+// what the developer of a page on another origin needs to read.
 func (s *Server) cors(next http.Handler) http.Handler {
 	if len(s.opts.CORSOrigins) == 0 {
-		return next
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if isPreflight(r) {
+				s.writeError(w, r, errdefs.New(errOriginRefused, "origin_not_allowed",
+					"origin %q is not allowed: kerneld allows no other origin until http.cors_origins "+
+						"(or KERNELD_CORS_ORIGINS) lists it", r.Header.Get("Origin")))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
 		h := w.Header()
 		h.Add("Vary", "Origin") // the answer depends on it, for caches
-		preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
+		preflight := isPreflight(r)
 		if preflight {
 			h.Add("Vary", "Access-Control-Request-Method, Access-Control-Request-Headers")
 		}
@@ -48,7 +58,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		switch {
 		case preflight && !allowed:
 			s.writeError(w, r, errdefs.New(errOriginRefused, "origin_not_allowed",
-				"origin %q is not in http.cors_origins", origin))
+				"origin %q is not in http.cors_origins (or KERNELD_CORS_ORIGINS)", origin))
 		case preflight:
 			h.Set("Access-Control-Allow-Methods", corsMethods)
 			h.Set("Access-Control-Allow-Headers", corsRequestHeaders)
@@ -61,6 +71,12 @@ func (s *Server) cors(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// isPreflight reports whether r is a browser's CORS preflight: an OPTIONS
+// that says which method the page means to use.
+func isPreflight(r *http.Request) bool {
+	return r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
 }
 
 // allowOrigin sets the Access-Control-Allow-* headers for origin and

@@ -151,17 +151,32 @@ func TestCORS_EventSource(t *testing.T) {
 	}
 }
 
-// TestCORS_Off: without configured origins no request gets a CORS header
-// and an OPTIONS is no preflight: it needs a key like any request.
+// TestCORS_Off: without configured origins no request gets a CORS header,
+// and a preflight, with or without API keys, is refused with a problem
+// that says which setting would allow the origin, rather than a bare 405
+// or a 401 the browser could do nothing about.
 func TestCORS_Off(t *testing.T) {
-	ts := newServer(t, serverOptions{api: httpapi.Options{APIKeys: map[string]string{"k1": "acme"}}})
-	res := ts.preflight(t, allowedOrigin, "GET", "/sessions")
-	wantProblem(t, res, http.StatusUnauthorized, "unauthorized")
-	res = ts.do(t, "GET", "/agents", "", "Origin", allowedOrigin, "Authorization", "Bearer k1")
-	for name := range res.header {
-		if strings.HasPrefix(name, "Access-Control-") {
-			t.Errorf("CORS off, yet the answer carries %s", name)
-		}
+	for name, opts := range map[string]httpapi.Options{
+		"WithoutKeys": {},
+		"WithKeys":    {APIKeys: map[string]string{"k1": "acme"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ts := newServer(t, serverOptions{api: opts})
+			res := ts.preflight(t, allowedOrigin, "POST", "/sessions")
+			p := wantProblem(t, res, http.StatusForbidden, "origin_not_allowed")
+			detail, _ := p["detail"].(string)
+			for _, want := range []string{allowedOrigin, "http.cors_origins", "KERNELD_CORS_ORIGINS"} {
+				if !strings.Contains(detail, want) {
+					t.Errorf("preflight refused with %q, want it to name %s", detail, want)
+				}
+			}
+			res = ts.do(t, "GET", "/agents", "", "Origin", allowedOrigin, "Authorization", "Bearer k1")
+			for name := range res.header {
+				if strings.HasPrefix(name, "Access-Control-") {
+					t.Errorf("CORS off, yet the answer carries %s", name)
+				}
+			}
+		})
 	}
 }
 

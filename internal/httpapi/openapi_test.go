@@ -349,8 +349,13 @@ func checkEventFrame(fr rawFrame, prev int64) (frameEvent, error) {
 		errs = append(errs, fmt.Errorf("carries seq %d", *seq))
 	}
 	// A snapshot is no event of the log: it takes the id of the event
-	// before it, the id a client resumes after.
-	snapshotAfter := ev.Type == "MESSAGES_SNAPSHOT" && fr.id == prev
+	// before it, the id a client resumes after, and so does the run that
+	// carries an idle session's snapshot (0 before the first event).
+	presented := ev.Type == "MESSAGES_SNAPSHOT" || strings.Contains(fr.data, `"snapshot":true}}}`)
+	snapshotAfter := presented && fr.id == prev
+	if fr.id == 0 && !presented {
+		errs = append(errs, errors.New("id 0 is no seq"))
+	}
 	// So does the interrupt outcome the AG-UI route presents a run with
 	// that waits for approval.
 	interruptAfter := ev.Type == "RUN_FINISHED" && fr.id == prev && strings.Contains(fr.data, `"type":"interrupt"`)
@@ -438,7 +443,7 @@ func parseRawFrame(f string) (rawFrame, error) {
 			}
 		case "id":
 			id, err := strconv.ParseInt(value, 10, 64)
-			if err != nil || id < 1 {
+			if err != nil || id < 0 {
 				return fr, fmt.Errorf("frame %q: id is not a seq", f)
 			}
 			fr.id = id

@@ -111,9 +111,10 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, id string, req
 	return writeJSON(w, http.StatusAccepted, toRunResponse(run))
 }
 
-// streamRun streams run's events until its end. A queued run's stream
-// starts at the session's active run, which it waits behind: nothing of
-// the queued run can be missed however soon it starts.
+// streamRun streams run's events until its end. A run whose RUN_STARTED
+// is not recorded on it yet (queued, or starting) streams from an earlier
+// run's start (see streamStart): nothing of it can be missed however soon
+// it starts, and the stream passes over the other run's events.
 func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, run session.Run) error {
 	after, err := s.streamStart(r, run)
 	if err != nil {
@@ -122,20 +123,37 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, run session.R
 	return s.streams.serve(w, r, s.kernel, streamRequest{sessionID: run.SessionID, after: after, runID: run.ID})
 }
 
-// streamStart returns the seq after which run's stream begins.
+// recentRuns is how many of a session's newest runs streamStart looks at:
+// enough to pass a full queue (sessions.max_queued, 8) and reach a run
+// that started.
+const recentRuns = 16
+
+// streamStart returns the seq after which run's stream begins: just
+// before its RUN_STARTED. A run answered before its start is recorded on
+// it (queued behind another, or answered the moment it went running,
+// which is before RUN_STARTED is logged) begins before the latest start
+// of another run: a session's runs start one after another, so any other
+// run that has started did so before this one, and a run that has
+// started but not yet recorded it lets no other start until it ends.
+// With none among the newest runs, the stream begins at the log's start.
 func (s *Server) streamStart(r *http.Request, run session.Run) (int64, error) {
-	if run.State != session.RunQueued {
+	if run.StartSeq > 0 {
 		return run.StartSeq - 1, nil
 	}
-	sess, err := s.kernel.GetSession(r.Context(), run.SessionID)
-	if err != nil || sess.ActiveRunID == "" {
-		return sess.LastSeq, err
+	runs, err := s.kernel.ListRuns(r.Context(), run.SessionID, kernel.PageRequest{Limit: recentRuns})
+	if err != nil {
+		return 0, err
 	}
-	active, err := s.kernel.GetRun(r.Context(), run.SessionID, sess.ActiveRunID)
-	if err != nil || active.StartSeq == 0 {
-		return sess.LastSeq, err
+	var after int64
+	for _, other := range runs.Items {
+		switch {
+		case other.ID == run.ID && other.StartSeq > 0:
+			return other.StartSeq - 1, nil // recorded since it was answered
+		case other.ID != run.ID && other.StartSeq > 0:
+			after = max(after, other.StartSeq-1)
+		}
 	}
-	return active.StartSeq - 1, nil
+	return after, nil
 }
 
 // handleRunGet handles "GET /sessions/{id}/runs/{run_id}".

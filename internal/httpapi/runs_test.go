@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/session/aguitest"
+	"github.com/kerneld/kerneld/internal/store/memory"
 )
 
 func TestRuns_Create(t *testing.T) {
@@ -471,4 +473,40 @@ func TestRuns_StreamCancelledWhileQueued(t *testing.T) {
 		t.Fatalf("a run that never started streamed %d frames", len(frames))
 	}
 	ts.kernel.Wait.Release()
+}
+
+// slowStore is the memory store taking its time, as a busy SQLite file
+// does, to record a run's end (so input posted on its RUN_FINISHED waits
+// for the session's driver, which starts it) and to mark a session
+// running (so a run is recorded running, and answered so, that long
+// before its RUN_STARTED is logged and recorded on it).
+type slowStore struct{ *memory.Store }
+
+func (s slowStore) UpdateRun(ctx context.Context, r session.Run) error {
+	if r.State.Terminal() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s.Store.UpdateRun(ctx, r)
+}
+
+func (s slowStore) UpdateSession(ctx context.Context, sess session.Session) error {
+	if sess.State == session.StateRunning {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s.Store.UpdateSession(ctx, sess)
+}
+
+// TestRuns_StreamRunStarting: the run a POST starts is answered as soon as
+// it is running, which can be before its RUN_STARTED is recorded on it;
+// its stream must still deliver the whole run, from that RUN_STARTED.
+func TestRuns_StreamRunStarting(t *testing.T) {
+	ts := newServer(t, serverOptions{kernel: kerneltest.Options{Store: slowStore{memory.New()}}})
+	id := ts.createSession(t, "echo")
+	for i := range 10 {
+		s := ts.openStream(t, "POST", "/sessions/"+id+"/run", `{"input":"turn `+strconv.Itoa(i)+`"}`)
+		frames := s.events(t, runEnded) // the next input is posted on RUN_FINISHED, as a chat does
+		if len(frames) == 0 || frames[0].event != "RUN_STARTED" || !runEnded(frames[len(frames)-1]) {
+			t.Fatalf("turn %d: stream of %d frames, want the whole run: %+v", i, len(frames), frames)
+		}
+	}
 }

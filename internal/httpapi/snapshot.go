@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
@@ -17,14 +18,18 @@ import (
 // token, each token once.
 //
 // Where the frame goes: AG-UI's verifyEvents requires a stream to begin
-// with RUN_STARTED and refuses anything but RUN_STARTED after a run ends,
-// so a run in progress is replayed from its RUN_STARTED and the snapshot
-// follows that event. With no run in progress the snapshot comes first.
+// with RUN_STARTED, refuses anything but RUN_STARTED after a run ends, and
+// so refuses a MESSAGES_SNAPSHOT outside a run. A run in progress is
+// replayed from its RUN_STARTED and the snapshot follows that event. With
+// no run in progress the snapshot comes in a run of its own, one that is
+// not in the log (snapshotRun): RUN_STARTED, MESSAGES_SNAPSHOT,
+// RUN_FINISHED. Either way every stream kerneld sends passes a stock
+// verifier.
 //
-// Its id: the seq of the event before it in the stream (that RUN_STARTED,
-// or the log's last event; 0 for an empty log), so the id a client last
-// received is always the right one to resume after. The frame carries no
-// metadata.kerneld.seq: it is not an event of the log.
+// Their ids: the seq of the event before them in the stream (that
+// RUN_STARTED, or the log's last event; 0 for an empty log), so the id a
+// client last received is always the right one to resume after. They
+// carry no metadata.kerneld.seq: they are not events of the log.
 //
 // Any stream route can start this way by setting streamRequest.snapshot.
 func (st *stream) takeSnapshot(ctx context.Context) error {
@@ -34,17 +39,41 @@ func (st *stream) takeSnapshot(ctx context.Context) error {
 	}
 	ev := session.MessagesSnapshot(snap.Messages)
 	ev.SessionID, ev.RunID, ev.Time, ev.Seq = st.req.sessionID, snap.RunID, time.Now(), snap.After
+	st.req.after, st.sent = snap.After, snap.After
 	if snap.RunID != "" {
 		ev.Seq = snap.After + 1 // its RUN_STARTED
 		st.snapshotAt = ev.Seq
+		st.snapshot = appendEventFrame(nil, &ev)
+		return nil
 	}
-	st.snapshot = appendEventFrame(nil, &ev)
-	st.req.after, st.sent = snap.After, snap.After
+	start, end := snapshotRun(st.req.sessionID, snap.After, ev.Time)
+	st.snapshot = appendEventFrame(nil, &start)
+	st.snapshot = appendEventFrame(st.snapshot, &ev)
+	st.snapshot = appendEventFrame(st.snapshot, &end)
 	return nil
 }
 
-// appendSnapshot appends the snapshot frame to dst if it is due after the
-// event with seq seq (0: at the start of the stream), once.
+// snapshotRun returns the RUN_STARTED and RUN_FINISHED that carry the
+// snapshot of an idle session taken after seq after. The run is
+// presentation, not one of the session's runs: its AG-UI runId is
+// "snapshot-<after>" (the same snapshot point, the same id), its
+// metadata.kerneld names no run and says "snapshot": true, and its
+// outcome is success with no usage spent.
+func snapshotRun(sessionID string, after int64, now time.Time) (start, end session.Event) {
+	runID := "snapshot-" + strconv.FormatInt(after, 10)
+	start = session.RunStarted(sessionID, runID)
+	end = session.RunFinished(sessionID, runID, session.OutcomeSuccess, "", session.Usage{})
+	for _, ev := range []*session.Event{&start, &end} {
+		ev.SessionID, ev.Time, ev.Seq, ev.Meta = sessionID, now, after, snapshotMeta
+	}
+	return start, end
+}
+
+// snapshotMeta marks the frames of a snapshotRun in metadata.kerneld.
+var snapshotMeta = []byte(`{"snapshot":true}`)
+
+// appendSnapshot appends the snapshot frames to dst if they are due after
+// the event with seq seq (0: at the start of the stream), once.
 func (st *stream) appendSnapshot(dst []byte, seq int64) []byte {
 	if st.snapshot == nil || st.snapshotAt != seq {
 		return dst

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -59,9 +61,7 @@ func TestEventStream_SnapshotReloadMidRun(t *testing.T) {
 	if diff := cmp.Diff(stored, drawn); diff != "" {
 		t.Errorf("drawn conversation differs from the history (-stored +drawn):\n%s", diff)
 	}
-	objects := dataObjects(frames)
-	objects[1] = []byte(frames[1].data) // a snapshot has no seq of its own
-	aguitest.VerifyJSON(t, objects)
+	aguitest.VerifyJSON(t, streamObjects(frames))
 }
 
 // waitAnswering reads s until the running run streams its answer, after
@@ -104,6 +104,26 @@ func readSnapshotStream(t *testing.T, s *sseStream) []frame {
 			return out
 		}
 	}
+}
+
+// readFrames reads the next n event frames of s, which must come now:
+// nothing is logged meanwhile, so a stream that sends fewer is cut short
+// instead of waited for.
+func readFrames(t *testing.T, s *sseStream, n int) []frame {
+	t.Helper()
+	var out []frame
+	deadline := time.AfterFunc(10*time.Second, s.close)
+	defer deadline.Stop()
+	for len(out) < n {
+		f, err := s.next()
+		if err != nil {
+			t.Fatalf("read stream: %v after %d frames, want %d: %+v", err, len(out), n, out)
+		}
+		if f.event != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // drawnMessage is a message as a page shows it.
@@ -205,23 +225,97 @@ func storedConversation(t *testing.T, ts *testServer, id string) []drawnMessage 
 }
 
 // TestEventStream_SnapshotIdle: with no run in progress the snapshot comes
-// first, with the id of the log's last event, and the stream goes on live.
+// in a run of its own that the log does not hold (RUN_STARTED,
+// MESSAGES_SNAPSHOT, RUN_FINISHED), each frame with the id of the log's
+// last event, and the stream goes on live: the whole passes AG-UI's
+// verifyEvents, which refuses a MESSAGES_SNAPSHOT outside a run.
 func TestEventStream_SnapshotIdle(t *testing.T) {
 	ts := newServer(t, serverOptions{})
 	id := ts.createSession(t, "tooluser")
 	ts.waitRun(t, id, ts.startRun(t, id, "first"))
-	last := ts.must(t, http.StatusOK, "GET", "/sessions/"+id, "")["last_seq"].(float64)
+	last := int64(ts.must(t, http.StatusOK, "GET", "/sessions/"+id, "")["last_seq"].(float64))
 
 	s := ts.openStream(t, "GET", "/sessions/"+id+"/events?snapshot=messages", "")
 	ts.startRun(t, id, "second") // the snapshot is taken before the response starts
 	frames := readSnapshotStream(t, s)
-	if frames[0].event != "MESSAGES_SNAPSHOT" || frames[0].id != int64(last) {
-		t.Fatalf("first frame = %s id %d, want MESSAGES_SNAPSHOT id %v", frames[0].event, frames[0].id, last)
-	}
-	assertSeqs(t, frames[1:], int64(last)+1, frames[len(frames)-1].id)
+	wantSnapshotRun(t, frames, id, last)
+	frames = append(frames, readSnapshotStream(t, s)...) // the second run
+	assertSeqs(t, frames[3:], last+1, frames[len(frames)-1].id)
 	if diff := cmp.Diff(storedConversation(t, ts, id), drawConversation(t, frames)); diff != "" {
 		t.Errorf("drawn conversation differs from the history (-stored +drawn):\n%s", diff)
 	}
+	aguitest.VerifyJSON(t, streamObjects(frames))
+}
+
+// TestEventStream_SnapshotEmpty: a session with nothing logged yet gets an
+// empty snapshot in its run, with id 0, then its first run live.
+func TestEventStream_SnapshotEmpty(t *testing.T) {
+	ts := newServer(t, serverOptions{})
+	id := ts.createSession(t, "echo")
+	s := ts.openStream(t, "GET", "/sessions/"+id+"/events?snapshot=messages", "")
+	frames := readFrames(t, s, 3)
+	wantSnapshotRun(t, frames, id, 0)
+	if !strings.Contains(frames[1].data, `"messages":[]`) {
+		t.Errorf("snapshot of an empty session = %s, want no messages", frames[1].data)
+	}
+	ts.startRun(t, id, "hello")
+	frames = append(frames, readSnapshotStream(t, s)...)
+	assertSeqs(t, frames[3:], 1, frames[len(frames)-1].id)
+	aguitest.VerifyJSON(t, streamObjects(frames))
+}
+
+// wantSnapshotRun checks that frames are the run carrying an idle
+// session's snapshot taken after seq: RUN_STARTED, MESSAGES_SNAPSHOT and
+// RUN_FINISHED, each with id seq, the run named "snapshot-<seq>", marked
+// in metadata.kerneld as a snapshot and naming no run of the session.
+func wantSnapshotRun(t *testing.T, frames []frame, sessionID string, seq int64) {
+	t.Helper()
+	want := []string{"RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"}
+	if len(frames) != len(want) {
+		t.Fatalf("snapshot frames = %+v, want %v", frames, want)
+	}
+	runID := "snapshot-" + strconv.FormatInt(seq, 10)
+	for i, f := range frames {
+		var ev struct {
+			Type, ThreadID, RunID string
+			Outcome               struct{ Type string }
+			Metadata              struct {
+				Kerneld map[string]any
+			}
+		}
+		if err := json.Unmarshal([]byte(f.data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if f.event != want[i] || ev.Type != want[i] || f.id != seq {
+			t.Fatalf("frame %d = %s id %d, want %s id %d", i, f.event, f.id, want[i], seq)
+		}
+		k := ev.Metadata.Kerneld
+		if k["sessionId"] != sessionID || k["runId"] != "" || k["seq"] != nil {
+			t.Errorf("frame %d metadata.kerneld = %v, want the session, no run and no seq", i, k)
+		}
+		if f.event == "MESSAGES_SNAPSHOT" {
+			continue
+		}
+		if ev.ThreadID != sessionID || ev.RunID != runID || k["snapshot"] != true {
+			t.Errorf("%s = %s, want thread %s, run %s, metadata.kerneld.snapshot true", f.event, f.data, sessionID, runID)
+		}
+	}
+	if frames[2].data == "" || !strings.Contains(frames[2].data, `"outcome":{"type":"success"}`) {
+		t.Errorf("RUN_FINISHED = %s, want outcome success", frames[2].data)
+	}
+}
+
+// streamObjects returns frames as the wire objects AG-UI's checker takes:
+// log events with their seq (see dataObjects), the frames that are not
+// in the log (a snapshot, the run carrying it) as sent.
+func streamObjects(frames []frame) [][]byte {
+	out := dataObjects(frames)
+	for i, f := range frames {
+		if f.event == "MESSAGES_SNAPSHOT" || strings.Contains(f.data, `"snapshot":true`) {
+			out[i] = []byte(f.data)
+		}
+	}
+	return out
 }
 
 // TestEventStream_SnapshotResume: an EventSource that reconnects repeats
@@ -240,9 +334,10 @@ func TestEventStream_SnapshotResume(t *testing.T) {
 	for err == nil && f.event == "" {
 		f, err = snap.next()
 	}
-	if err != nil || f.event != "MESSAGES_SNAPSHOT" || f.id != int64(len(all)) {
+	if err != nil || f.event != "RUN_STARTED" || f.id != int64(len(all)) {
 		t.Fatalf("closed session's snapshot stream starts with %+v, %v", f, err)
 	}
+	wantSnapshotRun(t, append([]frame{f}, readSnapshotStream(t, snap)...), id, int64(len(all)))
 	resumed := ts.openStream(t, "GET", "/sessions/"+id+"/events?snapshot=messages", "", "Last-Event-ID", "2")
 	assertSameFrames(t, all[2:], resumed.events(t, nil))
 	res := ts.do(t, "GET", "/sessions/"+id+"/events?snapshot=messages", "", "Accept", "text/event-stream",

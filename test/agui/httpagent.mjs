@@ -97,8 +97,9 @@ const pageTitle = {
   parameters: { type: "object", properties: { selector: { type: "string" } } },
 };
 
-// readSnapshot reads what a reloaded page starts from: the first frame of
-// GET /sessions/{id}/events?snapshot=messages, a MESSAGES_SNAPSHOT.
+// readSnapshot reads what a reloaded page starts from: the first run of
+// GET /sessions/{id}/events?snapshot=messages, which on an idle thread is
+// a MESSAGES_SNAPSHOT in a run of its own. It returns the run's events.
 async function readSnapshot(key, id) {
   const stop = new AbortController();
   const res = await fetch(`${base}/sessions/${id}/events?snapshot=messages`, {
@@ -107,18 +108,25 @@ async function readSnapshot(key, id) {
   });
   check(res.ok, `GET /sessions/${id}/events?snapshot=messages: ${res.status}`);
   const decoder = new TextDecoder();
+  const events = [];
   let text = "";
   try {
     for await (const chunk of res.body) {
       text += decoder.decode(chunk, { stream: true });
-      const frame = text.split("\n\n").find((f) => f.includes("event: MESSAGES_SNAPSHOT"));
-      const data = frame?.split("\n").find((l) => l.startsWith("data: "));
-      if (data && text.includes(frame + "\n\n")) return JSON.parse(data.slice("data: ".length));
+      const frames = text.split("\n\n");
+      text = frames.pop();
+      for (const frame of frames) {
+        const data = frame.split("\n").find((l) => l.startsWith("data: "));
+        if (!data) continue;
+        const ev = JSON.parse(data.slice("data: ".length));
+        events.push(ev);
+        if (ev.type === "RUN_FINISHED" || ev.type === "RUN_ERROR") return events;
+      }
     }
   } finally {
     stop.abort();
   }
-  throw new Error("the stream ended without a MESSAGES_SNAPSHOT");
+  throw new Error(`the stream ended without a whole run: ${events.map((e) => e.type).join()}`);
 }
 
 const scenarios = {
@@ -183,10 +191,17 @@ const scenarios = {
   async "snapshot on reload"() {
     const thread = randomUUID();
     await run(agentFor("echo", keyA, thread), "before the reload");
-    // A reloaded page knows the thread id only; kerneld has the history.
-    const snapshot = await readSnapshot(keyA, thread);
-    const parsed = EventSchema.safeParse(snapshot);
-    check(parsed.success, `the snapshot fails EventSchema: ${parsed.error?.message}`);
+    // A reloaded page knows the thread id only; kerneld has the history,
+    // which the idle thread's stream starts with, inside a run.
+    const events = await readSnapshot(keyA, thread);
+    const types = events.map((e) => e.type).join();
+    check(types === "RUN_STARTED,MESSAGES_SNAPSHOT,RUN_FINISHED", `the snapshot stream starts ${types}`);
+    for (const ev of events) {
+      const parsed = EventSchema.safeParse(ev);
+      check(parsed.success, `${ev.type} fails EventSchema: ${parsed.error?.message}`);
+    }
+    await lastValueFrom(from(events).pipe(verifyEvents(false), toArray()));
+    const snapshot = events[1];
     const page = agentFor("echo", keyA, thread);
     page.setMessages(snapshot.messages);
     await run(page, "after the reload");

@@ -16,8 +16,10 @@
 // run left open at the end; a run closes only after its text messages,
 // reasoning messages, reasoning spans and tool calls are closed, and every
 // tool call has a TOOL_CALL_END and then a TOOL_CALL_RESULT; content deltas
-// are not empty; metadata.kerneld.seq goes up by exactly 1 (a MESSAGES_SNAPSHOT,
-// which a ?snapshot=messages stream carries and the log does not, has none).
+// are not empty; metadata.kerneld.seq goes up by exactly 1 (the frames a
+// ?snapshot=messages stream carries and the log does not have none: its
+// MESSAGES_SNAPSHOT and, on an idle session, the RUN_STARTED and
+// RUN_FINISHED around it, marked metadata.kerneld.snapshot).
 //
 // It prints "ok FILE (N events, R runs)" or "FAIL FILE: reasons" per file
 // and exits 1 if any file failed.
@@ -75,8 +77,10 @@ function shapeProblems(events) {
       return;
     }
     const seq = ev.metadata?.kerneld?.seq;
-    if (ev.type === "MESSAGES_SNAPSHOT" && seq === undefined) {
-      // A ?snapshot=messages stream's snapshot: not an event of the log.
+    const presented = ev.type === "MESSAGES_SNAPSHOT" || ev.metadata?.kerneld?.snapshot === true;
+    if (presented && seq === undefined) {
+      // A ?snapshot=messages stream's snapshot, or the run carrying it:
+      // not events of the log.
     } else if (!Number.isSafeInteger(seq)) {
       problems.push(`${at}: metadata.kerneld.seq is missing or not an integer`);
     } else {

@@ -16,12 +16,20 @@ const timeout = 45_000; // generous: a loaded machine can make Chromium slow
 
 // ---- helpers ----------------------------------------------------------------
 
+// newSession starts a session with agent from the sidebar's picker and
+// waits until its view follows the stream.
 async function newSession(page, agent) {
-  await page.click(`button[data-agent="${agent}"]`);
-  await page.waitForFunction(() => /^#\/s\/.+/.test(location.hash) && !document.getElementById("session").hidden);
+  const before = await page.evaluate(() => location.hash);
+  await page.selectOption("#agent-select", agent);
+  await page.click("#new-session-start");
+  await page.waitForFunction((before) => /^#\/s\/.+/.test(location.hash) && location.hash !== before &&
+    !document.getElementById("session").hidden, before);
   await page.waitForSelector(".stream-status.status-live");
-  return page.evaluate(() => decodeURIComponent(location.hash.slice(4)));
+  return sessionID(page);
 }
+
+// sessionID is the id of the session the page shows.
+const sessionID = (page) => page.evaluate(() => decodeURIComponent(location.hash.slice(4)));
 
 // send types text where the focus is (a new session puts it in the
 // message box) and sends it with Enter.
@@ -63,6 +71,68 @@ async function dropConnections(page) {
   await page.waitForSelector(".stream-status.status-live");
 }
 
+// lines is n lines of text, for an answer taller than the screen.
+const lines = (n) => Array.from({ length: n }, (_, i) => `line ${i + 1} of ${n}`).join("\n");
+
+// controls says which of the session's controls can be used, and what the
+// message box invites.
+function controls(page) {
+  return page.evaluate(() => {
+    const on = (id) => !document.getElementById(id).disabled && !document.getElementById(id).hidden;
+    return { input: on("input"), send: on("send"), fork: on("fork"), close: on("close-session"),
+      regenerate: on("regenerate"), placeholder: document.getElementById("input").placeholder };
+  });
+}
+
+// measure reports what of the page is out of reach: controls clipped by
+// the viewport or by a box that hides its overflow, boxes and a page that
+// scroll sideways, whether the page scrolls at all, where the sessions
+// list and the message box are, and whether the conversation shows its
+// end.
+function measure(page) {
+  return page.evaluate(() => {
+    const vw = document.documentElement.clientWidth;
+    const vh = document.documentElement.clientHeight;
+    const name = (el) => el.id ? `#${el.id}` : `${el.tagName.toLowerCase()}.${[...el.classList].join(".")}` +
+      (el.textContent.trim() ? ` "${el.textContent.trim().slice(0, 20)}"` : "");
+    const problems = [];
+    if (document.documentElement.scrollWidth > vw) problems.push(`the page scrolls sideways (${document.documentElement.scrollWidth} > ${vw})`);
+    for (const box of document.querySelectorAll("body *")) {
+      const st = getComputedStyle(box);
+      // A box a person can scroll sideways; text cut short with an
+      // ellipsis (overflow hidden) is meant, and a <pre> may scroll.
+      if ((st.overflowX === "auto" || st.overflowX === "scroll") && box.scrollWidth > box.clientWidth + 1 &&
+          box.getClientRects().length && !box.closest("pre")) {
+        problems.push(`${name(box)} scrolls sideways (${box.scrollWidth} > ${box.clientWidth})`);
+      }
+    }
+    for (const el of document.querySelectorAll("button, input, select, textarea, a[href]")) {
+      const r = el.getBoundingClientRect();
+      if (!el.getClientRects().length || r.width < 2 || r.height < 2 || getComputedStyle(el).visibility === "hidden") continue;
+      let left = 0, right = vw;
+      for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+        if (getComputedStyle(p).overflowX === "visible") continue;
+        const pr = p.getBoundingClientRect();
+        left = Math.max(left, pr.left);
+        right = Math.min(right, pr.right);
+      }
+      if (r.left < left - 0.5 || r.right > right + 0.5) problems.push(`${name(el)} is clipped (${Math.round(r.left)}..${Math.round(r.right)} in ${Math.round(left)}..${Math.round(right)})`);
+    }
+    const conv = document.getElementById("conversation");
+    const input = document.getElementById("input").getBoundingClientRect();
+    const send = document.getElementById("send").getBoundingClientRect();
+    return {
+      problems,
+      pageScrolls: document.documentElement.scrollHeight > vh + 1,
+      sessionsTop: Math.round(document.getElementById("sessions-h").getBoundingClientRect().top),
+      viewportHeight: vh,
+      composerOnScreen: !document.getElementById("session").hidden && input.top >= 0 && input.bottom <= vh && send.bottom <= vh,
+      conversationScrolls: conv.scrollHeight > conv.clientHeight + 1,
+      atEnd: conv.scrollHeight - conv.scrollTop - conv.clientHeight < 2,
+    };
+  });
+}
+
 // transcript is what the conversation shows, item by item.
 function transcript(page) {
   return page.$$eval("#conversation > *", (els) => els.map((el) => {
@@ -79,7 +149,11 @@ function transcript(page) {
 const scenarios = {
   // chat: two turns with the echo agent, streamed to the end.
   async chat(page) {
-    const agents = await page.$$eval("#agents .agent", (els) => els.map((el) => el.textContent));
+    const agents = await page.$$eval("#agent-select option", (els) => els.map((el) => el.textContent));
+    await page.selectOption("#agent-select", "offline");
+    const offline = { about: await page.textContent("#agent-about"), startable: await page.isEnabled("#new-session-start") };
+    await page.selectOption("#agent-select", "echo");
+    agents.push(await page.textContent("#agent-about"));
     const id = await newSession(page, "echo");
     await send(page, "hello from the browser");
     await waitIdle(page, "completed");
@@ -111,7 +185,71 @@ const scenarios = {
     await page.click("#close-session");
     await page.waitForFunction(() => document.getElementById("session-state").textContent === "closed");
     const closed = await page.evaluate(() => document.getElementById("input").disabled);
-    return { id, agents, listed, transcript: chat, regenerated, forked, closed };
+    return { id, agents, offline, listed, transcript: chat, regenerated, forked, closed };
+  },
+
+  // lifecycle: what a newcomer met in a fork, after a closed session and
+  // on a link to a deleted one. The test delays each run's recorded end,
+  // so the header is read while kerneld still says the run is going.
+  async lifecycle(page) {
+    const id = await newSession(page, "echo");
+    await send(page, "the first words");
+    await waitIdle(page, "completed");
+    await page.click("#fork");
+    await page.waitForFunction((id) => !location.hash.endsWith(id), id);
+    await page.waitForFunction(() => document.querySelectorAll("#conversation .msg").length === 2);
+    // A fork shows Regenerate before anything is sent to it, and it works.
+    await page.waitForSelector("#regenerate:not([hidden])");
+    const forkID = await sessionID(page);
+    await page.click("#regenerate");
+    await page.waitForFunction((id) => !location.hash.endsWith(id), forkID);
+    await page.waitForFunction(() => document.querySelectorAll("#conversation .msg-assistant:not(.streaming)").length === 1 &&
+      document.querySelectorAll("#conversation .msg").length === 2);
+    await waitIdle(page, "completed");
+    const regenerated = await transcript(page);
+    const regeneratedID = await sessionID(page);
+    page.once("dialog", (d) => d.accept());
+    await page.click("#close-session");
+    await page.waitForFunction(() => document.getElementById("session-state").textContent === "closed");
+    const closedView = await controls(page);
+    // A session opened after a closed one takes input again.
+    await newSession(page, "echo");
+    const next = await controls(page);
+    // A link to a deleted session leaves nothing to press but the way back.
+    await page.evaluate((id) => fetch(`/sessions/${encodeURIComponent(id)}`, { method: "DELETE" }), regeneratedID);
+    await page.goto(`${base}/#/s/${encodeURIComponent(regeneratedID)}`);
+    await page.waitForSelector("#session-problem:not([hidden])");
+    await page.waitForFunction(() => document.getElementById("send").disabled);
+    return { id, regenerated, closedView, next, deleted: { ...(await controls(page)), problem: await page.textContent("#session-problem") } };
+  },
+
+  // layout: at 1280 and at 390 px, nothing is clipped and nothing makes
+  // the page scroll sideways; the sessions list starts on the first
+  // screen; at 390 px the conversation scrolls by itself, follows the
+  // answer, and the message box stays on screen.
+  async layout(page) {
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.waitForSelector("#agent-select option", { state: "attached" });
+    const wide = { home: await measure(page) };
+    await newSession(page, "echo");
+    await send(page, lines(40));
+    await waitIdle(page, "completed");
+    wide.session = await measure(page);
+    if (process.env.SHOTS) await page.screenshot({ path: `${process.env.SHOTS}/console-1280.png` });
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.goto(`${base}/`);
+    await page.waitForSelector("#agent-select option", { state: "attached" });
+    const narrow = { home: await measure(page) };
+    if (process.env.SHOTS) await page.screenshot({ path: `${process.env.SHOTS}/console-390-list.png` });
+    await newSession(page, "paced");
+    await send(page, lines(30));
+    await page.click(".approval.pending button.approve");
+    await waitWords(page, 25); // mid-answer, the box long past full
+    narrow.streaming = await measure(page);
+    if (process.env.SHOTS) await page.screenshot({ path: `${process.env.SHOTS}/console-390.png` });
+    await waitIdle(page, "completed");
+    narrow.session = await measure(page);
+    return { wide, narrow };
   },
 
   // child: a child session opens in its own view from its parent's; then a
@@ -218,7 +356,7 @@ const scenarios = {
     const problem = await page.textContent("#global-problem");
     await page.fill("#key-input", process.env.API_KEY);
     await page.press("#key-input", "Enter");
-    await page.waitForSelector('button[data-agent="echo"]');
+    await page.waitForSelector('#agent-select option[value="echo"]', { state: "attached" });
     const id = await newSession(page, "echo");
     await send(page, "with a key");
     await waitIdle(page, "completed");

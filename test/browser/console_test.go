@@ -153,13 +153,13 @@ type kerneld struct {
 	server *httptest.Server
 }
 
-func startKerneld(t *testing.T, opts httpapi.Options) *kerneld {
+func startKerneld(t *testing.T, opts httpapi.Options, observers ...kernel.Observer) *kerneld {
 	t.Helper()
 	streams := httpapi.NewStreams(nil, httpapi.StreamOptions{})
 	k := kerneltest.New(t, kerneltest.Options{
 		Agents: []string{echoAgent, pacedAgent, gatedAgent, waiterAgent, delegatorAgent, failingAgent,
 			unavailableAgent},
-		Observers: []kernel.Observer{streams},
+		Observers: append([]kernel.Observer{streams}, observers...), // streams first: the others come after the page heard
 		Providers: map[string]llm.Factory{"openai": openai.New},
 	})
 	opts.OpenAPI = api.OpenAPI
@@ -174,6 +174,21 @@ func startKerneld(t *testing.T, opts httpapi.Options) *kerneld {
 	return &kerneld{url: ts.URL, kernel: k, server: ts}
 }
 
+// slowEnds delays each run's recorded end after its RUN_FINISHED or
+// RUN_ERROR reached the streams, as a busy store does: a page that reads
+// the session on that event reads it still running.
+type slowEnds struct{ delay time.Duration }
+
+func (o slowEnds) ObserveEvents(evs []session.Event) {
+	for _, ev := range evs {
+		if ev.Type.Ends() {
+			time.Sleep(o.delay)
+		}
+	}
+}
+
+func (slowEnds) ObserveSessionEnded(string, int64) {}
+
 // item is one entry of the conversation as the page rendered it.
 type item struct {
 	Kind  string `json:"kind"`
@@ -184,10 +199,38 @@ type item struct {
 	Open  bool   `json:"open"`
 }
 
+// controls is what of a session's controls the page let a person use.
+type controls struct {
+	Input, Send, Fork, Close, Regenerate bool
+	Placeholder                          string
+	Problem                              string
+}
+
+// measures is what console.mjs found out of reach on a page.
+type measures struct {
+	Problems            []string
+	PageScrolls         bool
+	SessionsTop         int
+	ViewportHeight      int
+	ComposerOnScreen    bool
+	ConversationScrolls bool
+	AtEnd               bool
+}
+
 // result is what console.mjs reports of a scenario.
 type result struct {
-	ID              string   `json:"id"`
-	Agents          []string `json:"agents"`
+	ID      string   `json:"id"`
+	Agents  []string `json:"agents"`
+	Offline struct {
+		About     string
+		Startable bool
+	} `json:"offline"`
+	ClosedView   controls `json:"closedView"`
+	Next         controls `json:"next"`
+	Deleted      controls `json:"deleted"`
+	Wide, Narrow struct {
+		Home, Session, Streaming measures
+	}
 	Listed          []string `json:"listed"`
 	Transcript      []item   `json:"transcript"`
 	Restored        []item   `json:"restored"`
@@ -337,10 +380,13 @@ func TestConsole_Chat(t *testing.T) {
 	res := b.play(t, k, "chat")
 
 	agents := strings.Join(res.Agents, "\n")
-	for _, want := range []string{"echo", "Echoes your input back", "offline", "Unavailable: "} {
+	for _, want := range []string{"echo", "offline (unavailable)", "Echoes your input back"} {
 		if !strings.Contains(agents, want) {
-			t.Errorf("the agents list lacks %q:\n%s", want, agents)
+			t.Errorf("the agent picker lacks %q:\n%s", want, agents)
 		}
+	}
+	if !strings.Contains(res.Offline.About, "Unavailable: ") || res.Offline.Startable {
+		t.Errorf("the unavailable agent, picked, shows %q and New enabled %v; want why, and New disabled", res.Offline.About, res.Offline.Startable)
 	}
 	equal(t, "sessions of echo, completed", res.Listed, []string{res.ID})
 	chat := []string{
@@ -352,6 +398,64 @@ func TestConsole_Chat(t *testing.T) {
 	equal(t, "forked", messages(res.Forked), chat)
 	if !res.Closed {
 		t.Error("the closed fork still takes input")
+	}
+}
+
+// TestConsole_Lifecycle: Regenerate in a fork before anything is sent to
+// it, the message box of a session opened after a closed one, a link to
+// a deleted session, and a header that reads the session while kerneld
+// still records the end of its run (each run's end is held back 300 ms
+// after the page heard it).
+func TestConsole_Lifecycle(t *testing.T) {
+	b := needBrowser(t)
+	k := startKerneld(t, httpapi.Options{}, slowEnds{delay: 300 * time.Millisecond})
+	res := b.play(t, k, "lifecycle")
+
+	equal(t, "regenerated in the fork", messages(res.Regenerated), []string{
+		"user: the first words", "assistant: the first words",
+	})
+	if res.ClosedView.Input || res.ClosedView.Send || res.ClosedView.Placeholder != "This session is closed." {
+		t.Errorf("closed session's controls = %+v, want no input, saying it is closed", res.ClosedView)
+	}
+	if !res.Next.Input || !res.Next.Send || strings.Contains(res.Next.Placeholder, "closed") {
+		t.Errorf("controls of the session opened after a closed one = %+v, want it to take input", res.Next)
+	}
+	d := res.Deleted
+	if d.Input || d.Send || d.Fork || d.Close || d.Regenerate || !strings.Contains(d.Problem, "session_not_found") {
+		t.Errorf("a deleted session's view = %+v, want every control off and the 404 shown", d)
+	}
+}
+
+// TestConsole_Layout: at 1280 and at 390 px no control is clipped and
+// nothing scrolls sideways; at 1280 the sessions list starts on the first
+// screen; at 390 the conversation scrolls in its own box, follows the
+// answer, and the message box stays on screen. KERNELD_SCREENSHOTS=DIR
+// keeps the pictures taken at both widths.
+func TestConsole_Layout(t *testing.T) {
+	b := needBrowser(t)
+	k := startKerneld(t, httpapi.Options{})
+	seedSessions(t, k, "A session whose name is far too long for the sidebar of the console to show in full")
+	shots := os.Getenv("KERNELD_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	res := b.play(t, k, "layout", "SHOTS="+shots)
+
+	for name, m := range map[string]measures{
+		"1280 px, no session": res.Wide.Home, "1280 px, a session": res.Wide.Session,
+		"390 px, the list": res.Narrow.Home, "390 px, answering": res.Narrow.Streaming, "390 px, answered": res.Narrow.Session,
+	} {
+		for _, p := range m.Problems {
+			t.Errorf("%s: %s", name, p)
+		}
+	}
+	if top := res.Wide.Home.SessionsTop; top > res.Wide.Home.ViewportHeight/2 {
+		t.Errorf("at 1280 px the sessions list starts at %d px of %d", top, res.Wide.Home.ViewportHeight)
+	}
+	for name, m := range map[string]measures{"answering": res.Narrow.Streaming, "answered": res.Narrow.Session} {
+		if m.PageScrolls || !m.ConversationScrolls || !m.AtEnd || !m.ComposerOnScreen {
+			t.Errorf("390 px, %s: %+v; want the conversation to scroll in its own box, at its end, with the message box on screen", name, m)
+		}
 	}
 }
 

@@ -104,8 +104,50 @@ export function decideApproval(id, runID, toolCallID, decision, reason) {
 }
 
 // The conversation controls: a fork copies the history into a new
-// session; regenerate answers a run's input again, in a fork; close ends
-// the session for good (it stays readable).
-export const forkSession = (id) => request("POST", `/sessions/${enc(id)}/fork`);
+// session (up to message atMessage, if given); regenerate answers a run's
+// input again, in a fork; close ends the session for good (it stays
+// readable).
+export function forkSession(id, atMessage) {
+  return request("POST", `/sessions/${enc(id)}/fork`, atMessage === undefined ? undefined : { at_message: atMessage });
+}
 export const regenerateRun = (id, runID) => request("POST", `/sessions/${enc(id)}/runs/${enc(runID)}/regenerate`);
 export const closeSession = (id) => request("POST", `/sessions/${enc(id)}/close`);
+
+// regenerate answers the last input of session id, made in run runID,
+// again in a fork, and returns the fork. kerneld does it for an input of
+// one of the session's runs. An input a fork copied belongs to the fork's
+// first run, which kerneld cannot regenerate (409 run_not_regenerable):
+// then the console does what regenerate does, in two steps: fork before
+// that input, and send it to the fork (whose run, if refused, takes the
+// fork away again, as kerneld's regenerate leaves nothing behind).
+export async function regenerate(id, runID, idempotencyKey) {
+  try {
+    return (await regenerateRun(id, runID)).session;
+  } catch (p) {
+    if (p.code !== "run_not_regenerable") throw p;
+  }
+  const input = await lastInput(id);
+  if (!input) throw new Problem({ status: 409, code: "run_not_regenerable", title: "Nothing to regenerate", detail: "this session has no input to answer again" });
+  const fork = await forkSession(id, input.position - 1);
+  try {
+    await sendInput(fork.id, input.content, null, idempotencyKey);
+  } catch (p) {
+    await deleteSession(fork.id).catch(() => {}); // the problem below says what failed
+    throw p;
+  }
+  return fork;
+}
+
+// lastInput returns the last user message of session id's history.
+async function lastInput(id) {
+  let last = null;
+  let cursor = "";
+  do {
+    const q = new URLSearchParams({ limit: "200" });
+    if (cursor) q.set("cursor", cursor);
+    const page = await request("GET", `/sessions/${enc(id)}/messages?${q}`);
+    for (const m of page.data) if (m.role === "user") last = m;
+    cursor = page.next_cursor;
+  } while (cursor);
+  return last;
+}

@@ -4,16 +4,14 @@
 // no route reaches the server.
 
 import * as api from "./api.js";
-import { apply, forget, freshStart, resumePoint, save } from "./conversation.js";
-import { h, shortID, when } from "./dom.js";
+import { apply, forget, freshStart, resumePoint, save, snapshotRun } from "./conversation.js";
+import { h, shortID } from "./dom.js";
+import { initSidebar, loadAgents, loadSessions, loadSessionsSoon, markCurrent } from "./sidebar.js";
 import { follow } from "./stream.js";
 import { ConversationView, showProblem } from "./view.js";
 
 const $ = (id) => document.getElementById(id);
 
-const sessionPageSize = 20;
-let agents = [];
-let nextCursor = null;
 let current = null; // the open session: see openSession
 
 // ---- problems -------------------------------------------------------------
@@ -49,94 +47,6 @@ function useKey(key) {
   }
 }
 
-// ---- agents ---------------------------------------------------------------
-
-async function loadAgents() {
-  try {
-    agents = (await api.listAgents()).data;
-  } catch (p) {
-    agents = [];
-    showGlobalProblem(p);
-  }
-  $("agents").replaceChildren(...agents.map(agentItem));
-  const select = $("filter-agent");
-  const chosen = select.value;
-  select.replaceChildren(h("option", { value: "" }, "all"), ...agents.map((a) => h("option", {}, a.name)));
-  select.value = chosen;
-}
-
-function agentItem(a) {
-  const start = h("button", { type: "button", class: "primary", disabled: !a.available, "data-agent": a.name,
-    "aria-label": `New session with ${a.name}` }, "New");
-  start.addEventListener("click", () => startSession(a.name, start));
-  return h("li", { class: `agent${a.available ? "" : " unavailable"}` },
-    h("div", { class: "agent-head" }, h("strong", {}, a.name),
-      h("span", { class: "model" }, [a.model.provider, a.model.name].filter(Boolean).join(" · ")), start),
-    a.description ? h("p", { class: "description", title: a.description }, a.description) : "",
-    a.available ? "" : h("p", { class: "unavailable-reason" }, `Unavailable: ${a.unavailable_reason}`));
-}
-
-async function startSession(agent, button) {
-  button.disabled = true;
-  try {
-    const s = await api.createSession(agent);
-    clearGlobalProblem();
-    location.hash = `#/s/${encodeURIComponent(s.id)}`;
-    route(); // now, not at hashchange, so that the message box can take the focus
-    $("input").focus();
-    loadSessions();
-  } catch (p) {
-    showGlobalProblem(p);
-  } finally {
-    button.disabled = false;
-  }
-}
-
-// ---- sessions list --------------------------------------------------------
-
-// loadSessions reloads the first page, or with more, appends the next one.
-let sessionsAsked = 0; // only the newest listing is shown: filters may change faster than answers come
-async function loadSessions(more = false) {
-  const asked = ++sessionsAsked;
-  let page;
-  try {
-    page = await api.listSessions({ agent: $("filter-agent").value, state: $("filter-state").value,
-      cursor: more ? nextCursor : "", limit: sessionPageSize });
-  } catch (p) {
-    if (asked === sessionsAsked) showGlobalProblem(p);
-    return;
-  }
-  if (asked !== sessionsAsked) return;
-  nextCursor = page.next_cursor;
-  const items = page.data.map(sessionItem);
-  if (more) $("sessions").append(...items);
-  else $("sessions").replaceChildren(...items);
-  if (!more && items.length === 0) $("sessions").append(h("li", { class: "empty" }, "No sessions yet."));
-  $("sessions-more").hidden = !nextCursor;
-  markCurrent();
-}
-
-function sessionItem(s) {
-  return h("li", {},
-    h("a", { href: `#/s/${encodeURIComponent(s.id)}`, "data-id": s.id },
-      h("span", { class: "title" }, s.name || s.agent),
-      h("span", { class: `badge state-${s.state}` }, s.state),
-      h("span", { class: "meta" }, `${shortID(s.id)} · ${when(s.created_at)}${s.parent_id ? " · child" : ""}`)));
-}
-
-function markCurrent() {
-  for (const a of $("sessions").querySelectorAll("a[data-id]")) {
-    if (current && a.dataset.id === current.id) a.setAttribute("aria-current", "page");
-    else a.removeAttribute("aria-current");
-  }
-}
-
-let sessionsTimer = 0;
-function loadSessionsSoon() {
-  clearTimeout(sessionsTimer);
-  sessionsTimer = setTimeout(() => loadSessions(), 300);
-}
-
 // ---- one session ----------------------------------------------------------
 
 function openSession(id) {
@@ -149,7 +59,10 @@ function openSession(id) {
   $("session-title").textContent = shortID(id);
   $("session-state").textContent = "";
   $("session-parent").replaceChildren();
-  current = { id, session: null, changed: new Set(), frame: 0, saveTimer: 0, refreshes: 0 };
+  // endedRuns are the runs whose end the stream delivered: a session read
+  // afterwards that still names one as active was read before its end was
+  // recorded (see refreshSession).
+  current = { id, session: null, gone: false, endedRuns: new Set(), changed: new Set(), frame: 0, saveTimer: 0, refreshes: 0 };
   current.view = new ConversationView($("conversation"), { onDecide: decide });
   startReading(resumePoint(id));
   refreshSession();
@@ -185,18 +98,21 @@ function closeSession() {
 
 function onEvent(s, ev, seq) {
   for (const key of apply(s.state, ev, seq)) s.changed.add(key);
-  // Draw once per frame, however many tokens arrived in it.
+  // Draw once per frame, however many tokens arrived in it; the controls
+  // follow what was drawn (a snapshot brings the input Regenerate answers).
   if (!s.frame) {
     s.frame = requestAnimationFrame(() => {
       s.frame = 0;
       s.view.render(s.state, s.changed);
       s.changed = new Set();
+      updateBusy();
     });
   }
   if (!s.saveTimer) {
     s.saveTimer = setTimeout(() => { s.saveTimer = 0; save(s.id, s.state); }, 250);
   }
   if (changesSessionState(ev)) {
+    if (ev.type === "RUN_FINISHED" || ev.type === "RUN_ERROR") s.endedRuns.add(kerneldRun(ev));
     updateBusy();
     refreshSession();
     loadSessionsSoon();
@@ -205,10 +121,15 @@ function onEvent(s, ev, seq) {
 
 // changesSessionState reports whether ev moves the session to another
 // state (running, waiting_input, completed, ...), which the header shows.
+// The run a snapshot comes in is no run of the session.
 function changesSessionState(ev) {
+  if (snapshotRun(ev)) return false;
   return ev.type === "RUN_STARTED" || ev.type === "RUN_FINISHED" || ev.type === "RUN_ERROR" ||
     (ev.type === "CUSTOM" && ev.name.startsWith("kerneld.approval."));
 }
+
+// kerneldRun is the run of the session an event belongs to.
+const kerneldRun = (ev) => (ev.metadata && ev.metadata.kerneld && ev.metadata.kerneld.runId) || ev.runId;
 
 function onStreamProblem(s, p) {
   if (p.code === "cursor_ahead" && s === current) {
@@ -230,6 +151,7 @@ function setStreamStatus(status, p) {
   el.textContent = statusText[status] || status;
   el.className = `stream-status status-${status}`;
   el.title = p ? `${p.title}: ${p.detail}` : "";
+  if (status === "ended") refreshSession(); // closed, or deleted: the controls say so
 }
 
 async function refreshSession() {
@@ -238,23 +160,47 @@ async function refreshSession() {
   // Only the newest answer counts: an older one arriving late would show
   // a state the session has left.
   const asked = s.refreshes = (s.refreshes || 0) + 1;
+  let session;
   try {
-    const session = await api.getSession(s.id);
-    if (s !== current || asked !== s.refreshes) return;
-    s.session = session;
-    $("session-title").textContent = session.name || session.agent;
-    $("session-title").title = session.id;
-    document.title = `${session.name || session.agent} · kerneld`;
-    const badge = $("session-state");
-    badge.textContent = session.state;
-    badge.className = `badge state-${session.state}`;
-    $("session-parent").replaceChildren(
-      session.parent_id ? h("a", { href: `#/s/${encodeURIComponent(session.parent_id)}` }, "parent session") : "",
-      session.forked_from ? h("a", { href: `#/s/${encodeURIComponent(session.forked_from.session_id)}` }, "forked from") : "");
-    updateBusy();
+    session = await api.getSession(s.id);
   } catch (p) {
-    if (s === current && asked === s.refreshes) showProblem($("session-problem"), p);
+    if (s !== current || asked !== s.refreshes) return;
+    s.gone = p.status === 404; // deleted, or a link to a session that never was
+    showProblem($("session-problem"), p);
+    updateBusy();
+    return;
   }
+  if (s !== current || asked !== s.refreshes) return;
+  if (stale(s, session)) return;
+  s.session = session;
+  $("session-title").textContent = session.name || session.agent;
+  $("session-title").title = session.id;
+  document.title = `${session.name || session.agent} · kerneld`;
+  const badge = $("session-state");
+  badge.textContent = session.state;
+  badge.className = `badge state-${session.state}`;
+  $("session-parent").replaceChildren(
+    session.parent_id ? h("a", { href: `#/s/${encodeURIComponent(session.parent_id)}` }, "parent session") : "",
+    session.forked_from ? h("a", { href: `#/s/${encodeURIComponent(session.forked_from.session_id)}` }, "forked from") : "");
+  updateBusy();
+}
+
+// stale reports whether session, as read for view s, still names as active
+// a run whose end s's stream delivered. kerneld logs a run's end before it
+// records it, so a read in between says the run is still going; the
+// header would stay "running" with nothing left to correct it. Such a
+// read is dropped and the session read again shortly, until it catches
+// up (a store that cannot record the end keeps it running: then the
+// header says so, after a while).
+function stale(s, session) {
+  if (!session.active_run_id || !s.endedRuns.has(session.active_run_id)) {
+    s.staleReads = 0;
+    return false;
+  }
+  s.staleReads = (s.staleReads || 0) + 1;
+  if (s.staleReads > 12) return false;
+  setTimeout(() => { if (s === current) refreshSession(); }, Math.min(50 * 2 ** s.staleReads, 2000));
+  return true;
 }
 
 // activeRun is the run the session is running, from its events or, before
@@ -263,8 +209,12 @@ function activeRun() {
   if (!current) return null;
   if (current.state.activeRunId) return current.state.activeRunId;
   const s = current.session;
-  return s && (s.state === "running" || s.state === "waiting_input") ? s.active_run_id : null;
+  const running = s && (s.state === "running" || s.state === "waiting_input") && !current.endedRuns.has(s.active_run_id);
+  return running ? s.active_run_id : null;
 }
+
+// The message box's invitation, as the page has it.
+const inputPlaceholder = $("input").placeholder;
 
 function updateBusy() {
   const busy = activeRun() !== null;
@@ -272,10 +222,13 @@ function updateBusy() {
   $("cancel-run").hidden = !busy;
   // Screen readers announce the answer once it is complete, not per token.
   $("conversation").setAttribute("aria-busy", String(busy));
-  const closed = current && current.session && current.session.state === "closed";
-  $("input").disabled = $("send").disabled = $("close-session").disabled = Boolean(closed);
-  $("regenerate").hidden = busy || !current || !current.state.lastRunId;
-  if (closed) $("input").placeholder = "This session is closed.";
+  const gone = Boolean(current && current.gone);
+  const closed = Boolean(current && current.session && current.session.state === "closed");
+  $("input").disabled = $("send").disabled = $("close-session").disabled = closed || gone;
+  $("fork").disabled = gone;
+  $("regenerate").hidden = busy || gone || !current || !current.state.lastRunId;
+  $("input").placeholder = gone ? "This session is not there: it was deleted, or never existed."
+    : closed ? "This session is closed." : inputPlaceholder;
 }
 
 // idempotencyKey names one click of Send, so a retried request cannot
@@ -357,10 +310,6 @@ function wire() {
     useKey($("key-input").value.trim());
   });
   $("key-clear").addEventListener("click", () => useKey(""));
-  $("filter-agent").addEventListener("change", () => loadSessions());
-  $("filter-state").addEventListener("change", () => loadSessions());
-  $("sessions-refresh").addEventListener("click", () => loadSessions());
-  $("sessions-more").addEventListener("click", () => loadSessions(true));
   $("composer").addEventListener("submit", send);
   $("input").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
@@ -371,7 +320,7 @@ function wire() {
   $("cancel-run").addEventListener("click", cancelRun);
   $("fork").addEventListener("click", () => control($("fork"), () => api.forkSession(current.id)));
   $("regenerate").addEventListener("click", () => control($("regenerate"),
-    async () => (await api.regenerateRun(current.id, current.state.lastRunId)).session));
+    () => api.regenerate(current.id, current.state.lastRunId, idempotencyKey())));
   $("close-session").addEventListener("click", () => {
     if (confirm("Close this session? It stays readable, but takes no more input.")) {
       control($("close-session"), () => api.closeSession(current.id));
@@ -382,8 +331,16 @@ function wire() {
   window.addEventListener("pagehide", () => current && save(current.id, current.state));
 }
 
+// openStarted opens a session New created, and puts the focus in its
+// message box.
+function openStarted(session) {
+  clearGlobalProblem();
+  location.hash = `#/s/${encodeURIComponent(session.id)}`;
+  route(); // now, not at hashchange, so that the message box can take the focus
+  $("input").focus();
+}
+
 wire();
 showKeyState();
-loadAgents();
-loadSessions();
+initSidebar({ onProblem: showGlobalProblem, onStarted: openStarted, currentID: () => current && current.id });
 route();

@@ -58,6 +58,11 @@ export const replacedAll = "*";
 
 const kerneldMeta = (ev) => (ev.metadata && ev.metadata.kerneld) || {};
 
+// snapshotRun reports whether ev is the RUN_STARTED or RUN_FINISHED of the
+// run a snapshot of an idle session comes in: it puts the snapshot inside
+// a run, as AG-UI requires, but is no run of the session.
+export const snapshotRun = (ev) => kerneldMeta(ev).snapshot === true;
+
 function find(state, key) {
   // Items that change are almost always near the end: search from there.
   for (let i = state.items.length - 1; i >= 0; i--) {
@@ -88,7 +93,7 @@ export function apply(state, ev, seq) {
   if (seq > 0) state.lastSeq = seq;
   const runId = kerneldMeta(ev).runId || ev.runId || null;
   const handler = handlers[ev.type];
-  if (handler) handler(state, ev, changed, runId);
+  if (handler && !snapshotRun(ev)) handler(state, ev, changed, runId);
   return changed;
 }
 

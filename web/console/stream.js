@@ -119,8 +119,10 @@ export function follow(id, query, { onEvent, onStatus, onProblem }) {
     } catch {
       return; // not an event kerneld sends
     }
-    // A snapshot has no seq of its own: its id repeats the event's before it.
-    const handedOn = ev.type === "MESSAGES_SNAPSHOT" ? seq < lastSeq : seq <= lastSeq;
+    // A snapshot, and the run an idle session's comes in, have no seq of
+    // their own: their id repeats the event's before them.
+    const presented = ev.type === "MESSAGES_SNAPSHOT" || Boolean(ev.metadata && ev.metadata.kerneld && ev.metadata.kerneld.snapshot);
+    const handedOn = presented ? seq < lastSeq : seq <= lastSeq;
     if (frame.id !== "" && handedOn) return;
     if (frame.id !== "") lastSeq = seq;
     failures = 0; // the connection works: a drop after it reconnects at once

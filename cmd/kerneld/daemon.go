@@ -299,7 +299,9 @@ func (d *daemon) recoverError(c StoreConfig, err error) error {
 }
 
 // run serves until ctx ends, reloading agents on SIGHUP, then shuts down
-// in order: streams and HTTP first, then runs, then the store.
+// in order, within shutdownTimeout: streams and HTTP first, then runs
+// (drained to their next step boundary and handed off: see close), then
+// the store.
 func (d *daemon) run(ctx context.Context, servers []*http.Server, serveErr chan error, shutdownTimeout time.Duration) error {
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	reloaded := make(chan struct{})
@@ -325,12 +327,22 @@ func (d *daemon) run(ctx context.Context, servers []*http.Server, serveErr chan 
 	return errors.Join(append(errs, d.close(shutdownCtx))...)
 }
 
-// close stops the kernel (cancelling runs and waiting for them to record
-// their end) and then the store.
+// close stops the kernel and then the store. The runs are drained first:
+// each is brought to its next step boundary and handed off, for another
+// replica (signalled at once) or the next start to continue, until
+// handoffGrace before ctx's deadline; then those still mid-step are cut
+// and handed off as they are.
 func (d *daemon) close(ctx context.Context) error {
 	var errs []error
 	if d.kernel != nil {
-		errs = append(errs, d.kernel.Close(ctx)) // 2. runs record their end; leases are released
+		if deadline, ok := ctx.Deadline(); ok { // a startup that failed has no time to drain
+			drainCtx, cancel := context.WithDeadline(ctx, deadline.Add(-handoffGrace(time.Until(deadline))))
+			if err := d.kernel.Drain(drainCtx); err != nil {
+				d.log.Warn("runs still mid-step at the end of the drain are handed off where they are", "err", err)
+			}
+			cancel()
+		}
+		errs = append(errs, d.kernel.Close(ctx)) // 2. runs leave; leases are released
 	}
 	if d.streams != nil {
 		d.streams.Close()
@@ -343,6 +355,13 @@ func (d *daemon) close(ctx context.Context) error {
 		errs = append(errs, d.db.Close()) // 3. nothing writes any more
 	}
 	return errors.Join(errs...)
+}
+
+// handoffGrace is the part of a shutdown budget kept, after the drain,
+// for cutting the runs still mid-step and handing them off: a tenth of
+// it, at most a second.
+func handoffGrace(budget time.Duration) time.Duration {
+	return min(max(budget, 0)/10, time.Second)
 }
 
 // reloadOnHangup reloads the agent definitions on every SIGHUP until ctx

@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -43,10 +42,6 @@ type decision struct {
 	approve    bool
 	reason     string
 }
-
-// errSuspended stops a run waiting for approvals when kerneld shuts down:
-// it is left waiting, to be resumed at the next start.
-var errSuspended = errors.New("run suspended while waiting for approval")
 
 // Decide approves or denies a tool call that run runID is waiting on. The
 // decision is recorded on the run, where its owner, on this replica or
@@ -219,4 +214,19 @@ func deniedContent(reason string) string {
 		return "denied"
 	}
 	return fmt.Sprintf("denied: %s", reason)
+}
+
+// pendingApprovals returns the tool calls of run still awaiting a decision.
+func (k *Kernel) pendingApprovals(ctx context.Context, run session.Run) (map[string]bool, error) {
+	evs, err := k.runEvents(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	pending := map[string]bool{}
+	for _, a := range approvalsOf(evs, run.ID, false) {
+		if a.State == ApprovalPending {
+			pending[a.ToolCallID] = true
+		}
+	}
+	return pending, nil
 }

@@ -69,8 +69,9 @@ func (r *runner) spawn(ctx context.Context, c session.ToolCall) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	if err := r.emit(session.SubagentStarted(run.ID, child.Name, c.ID, s.ID)); err != nil {
-		return "", err
+	// This runs on a tool call's goroutine: the run's own logs the events.
+	if !r.ar.notices.post(session.SubagentStarted(run.ID, child.Name, c.ID, s.ID)) {
+		return "", errSealed
 	}
 	answer, err := r.k.awaitChild(ctx, s.ID, run.ID)
 	if err != nil {
@@ -78,10 +79,13 @@ func (r *runner) spawn(ctx context.Context, c session.ToolCall) (string, error) 
 		if ctx.Err() != nil {
 			code = "cancelled"
 		}
-		_ = r.emit(session.SubagentError(run.ID, code, err.Error())) // the run is ending anyway if this fails
+		r.ar.notices.post(session.SubagentError(run.ID, code, err.Error())) // refused once the run has ended anyway
 		return "", fmt.Errorf("agent %q: %w", child.Name, err)
 	}
-	return answer, r.emit(session.SubagentFinished(run.ID, answer))
+	if !r.ar.notices.post(session.SubagentFinished(run.ID, answer)) {
+		return "", errSealed
+	}
+	return answer, nil
 }
 
 // checkSpawn decodes the call's arguments and checks, failing closed,

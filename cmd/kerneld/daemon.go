@@ -58,6 +58,7 @@ type daemon struct {
 // API. A bad agent file or a busy port fails before anything is served.
 func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slog.Logger) error {
 	d := &daemon{log: log, metrics: metrics.New(), tools: tools.NewRegistry(tools.Builtins()...)}
+	enableTestFaults(getenv, log)
 	if err := d.loadAgents(cfg, getenv); err != nil {
 		return err
 	}
@@ -84,6 +85,27 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slo
 	handler.set(d.handler)
 	log.Info("kerneld ready")
 	return d.run(ctx, servers, serveErr, cfg.HTTP.ShutdownTimeout)
+}
+
+// testFaultsEnv turns on the scripted model's crash faults when set to
+// "crash": a test of what survives a kill can then have a model call end
+// the process (crash_after_tokens) every time a run reaches it. It is an
+// environment variable, not a config key, so that no config file a daemon
+// is deployed with can turn it on.
+const testFaultsEnv = "KERNELD_TEST_FAULTS"
+
+// enableTestFaults turns the test faults on if the environment asks.
+func enableTestFaults(getenv func(string) string, log *slog.Logger) {
+	if getenv(testFaultsEnv) != "crash" {
+		return
+	}
+	log.Warn("test faults are on: a scripted agent with crash_after_tokens ends this process", "env", testFaultsEnv)
+	scripted.EnableCrashFaults(func() {
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			_ = p.Kill() // SIGKILL: nothing runs after it, as with kill -9
+		}
+		select {} // until the signal lands
+	})
 }
 
 // serveAPI listens on http.addr and serves handler there under the

@@ -35,10 +35,15 @@ const interruptedMessage = "the run was interrupted: kerneld stopped while it wa
 // nothing to run is freed. Call it once at startup, before serving. It
 // returns how many sessions it took with a run to continue.
 func (k *Kernel) Recover(ctx context.Context) (int, error) {
-	runs, err := k.store.ListRunsByState(ctx, session.RunRunning, session.RunWaitingInput, session.RunQueued)
+	runs, err := k.store.ListRunsByState(ctx, session.RunRunning)
 	if err != nil {
-		return 0, fmt.Errorf("list unfinished runs: %w", err)
+		return 0, fmt.Errorf("list running runs: %w", err)
 	}
+	waiting, err := k.store.ListRunsByState(ctx, session.RunWaitingInput, session.RunQueued)
+	if err != nil {
+		return 0, fmt.Errorf("list waiting and queued runs: %w", err)
+	}
+	runs = append(runs, waiting...)
 	n := 0
 	for _, id := range sessionsOf(runs) {
 		taken, err := k.takeOver(ctx, id, session.ResumeCrash)

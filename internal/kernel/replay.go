@@ -181,6 +181,7 @@ type leftRun struct {
 	step    int               // the model calls the history records for the run
 	closing []session.Event   // they close what the previous process opened
 	cut     []string          // the messages of the model call it cut short
+	cutCall []string          // the tool calls of that model call
 	record  []session.Message // what the log holds of completed steps but the history lacks
 }
 
@@ -225,6 +226,7 @@ func (rp *replayedRun) leftOpen(runID string, history []session.Message) leftRun
 		}
 		if isCut(c.seq, have[c.parent]) || !have[c.parent] {
 			cutCalls[c.id] = true
+			left.cutCall = append(left.cutCall, c.id)
 			if c.result == nil {
 				left.closing = append(left.closing, session.ToolCallResult(session.NewMessageID(), c.id, notMadeToolResult, true))
 			}

@@ -244,7 +244,7 @@ func (k *Kernel) logContinuation(ctx context.Context, h *held, s session.Session
 		evs = startEvents(run, ar.started.inputID)
 	}
 	evs = append(evs, left.closing...)
-	evs = append(evs, session.RunResumed(run.ID, left.step, reason, left.cut))
+	evs = append(evs, session.RunResumed(run.ID, left.step, reason, left.cut, left.cutCall))
 	if err := k.emit(ctx, h.token, run.SessionID, run.ID, evs...); err != nil {
 		return nil, err
 	}

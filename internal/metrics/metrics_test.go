@@ -33,7 +33,7 @@ func TestMetrics(t *testing.T) {
 	// r3 is continued by another process, which logs its resume and its
 	// end, but never a second start.
 	m.ObserveEvents([]session.Event{
-		session.RunResumed("r3", 2, session.ResumeTakeover, nil),
+		session.RunResumed("r3", 2, session.ResumeTakeover, nil, nil),
 		session.RunFinished("s", "r3", session.OutcomeSuccess, "", session.Usage{}),
 	})
 	m.GaugeFunc("kerneld_streams_open", "Open streams.", func() float64 { return 7 })

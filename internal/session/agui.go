@@ -219,18 +219,23 @@ const CustomRunResumed = "kerneld.run.resumed"
 
 // RunResumed is the kerneld.run.resumed event of run runID, continued from
 // step, the number of its model calls already recorded, for reason (one
-// of the Resume values). cut names the messages of the model call that was
-// cut short and is made again: a client shows the messages that call makes
-// instead of them.
-func RunResumed(runID string, step int, reason string, cut []string) Event {
+// of the Resume values). cutMessages and cutToolCalls name the messages
+// (text and reasoning) and the tool calls of the model call that was cut
+// short and is made again: a client shows what that call makes instead of
+// them.
+func RunResumed(runID string, step int, reason string, cutMessages, cutToolCalls []string) Event {
 	value := struct {
-		RunID  string   `json:"runId"`
-		Step   int      `json:"step"`
-		Reason string   `json:"reason"`
-		Cut    []string `json:"cutMessageIds"`
-	}{runID, step, reason, cut}
-	if value.Cut == nil {
-		value.Cut = []string{}
+		RunID        string   `json:"runId"`
+		Step         int      `json:"step"`
+		Reason       string   `json:"reason"`
+		CutMessages  []string `json:"cutMessageIds"`
+		CutToolCalls []string `json:"cutToolCallIds"`
+	}{runID, step, reason, cutMessages, cutToolCalls}
+	if value.CutMessages == nil {
+		value.CutMessages = []string{}
+	}
+	if value.CutToolCalls == nil {
+		value.CutToolCalls = []string{}
 	}
 	return Custom(CustomRunResumed, value)
 }

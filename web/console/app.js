@@ -252,8 +252,21 @@ async function refreshSession() {
       session.parent_id ? h("a", { href: `#/s/${encodeURIComponent(session.parent_id)}` }, "parent session") : "",
       session.forked_from ? h("a", { href: `#/s/${encodeURIComponent(session.forked_from.session_id)}` }, "forked from") : "");
     updateBusy();
+    refreshIfBehind(s, session);
   } catch (p) {
     if (s === current && asked === s.refreshes) showProblem($("session-problem"), p);
+  }
+}
+
+// refreshIfBehind reads the session again, a little later, while its
+// record still names as running the run whose end the stream has shown:
+// a run's end is logged, and streamed, just before it is recorded.
+function refreshIfBehind(s, session) {
+  const behind = !s.state.activeRunId && session.active_run_id && session.active_run_id === s.state.lastRunId;
+  if (!behind && s.behind > 0) loadSessionsSoon(); // the list read the record as late
+  s.behind = behind ? (s.behind || 0) + 1 : 0;
+  if (behind && s.behind <= 20) {
+    setTimeout(() => { if (s === current) refreshSession(); }, 100 * s.behind);
   }
 }
 

@@ -163,10 +163,11 @@ func answerOf(log []decoded) string {
 // TestProcess_KillMidStream kills kerneld (SQLite, one process) with
 // SIGKILL while a run streams its answer to a client, and starts it again
 // on the same data and address. The Go client, reconnecting by itself,
-// sees every event once and the run end RUN_FINISHED; the run is continued
-// (resumes 1) and its answer is the whole answer; the log keeps, byte for
-// byte, every event the client saw before the kill, and passes the AG-UI
-// checker with one RUN_STARTED and one RUN_FINISHED for the run.
+// sees every event once and the run end RUN_FINISHED, and so does
+// `kerneld watch`, which prints the whole answer after a note; the run is
+// continued (resumes 1) and its answer is the whole answer; the log keeps,
+// byte for byte, every event the client saw before the kill, and passes
+// the AG-UI checker with one RUN_STARTED and one RUN_FINISHED for the run.
 func TestProcess_KillMidStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
@@ -181,6 +182,11 @@ func TestProcess_KillMidStream(t *testing.T) {
 	follow, err := c.Follow(t.Context(), s.ID, client.FollowOptions{})
 	require.NoError(t, err)
 	defer follow.Close()
+	watch := &syncBuffer{}
+	watcher := exec.Command(bin, "watch", s.ID)
+	watcher.Env, watcher.Stdout = append(os.Environ(), "KERNELD_URL="+p1.base), watch
+	require.NoError(t, watcher.Start())
+	t.Cleanup(func() { _ = watcher.Process.Kill(); _ = watcher.Wait() })
 	run, err := c.CreateRun(t.Context(), s.ID, client.CreateRunRequest{Input: "count"})
 	require.NoError(t, err)
 
@@ -223,6 +229,10 @@ func TestProcess_KillMidStream(t *testing.T) {
 			t.Logf("first event of the continued run %v after the kill", time.UnixMilli(ev.Timestamp).Sub(killed).Round(time.Millisecond))
 		}
 	}
+	pollUntil(t, "kerneld watch to print the whole answer after the restart", func() bool {
+		return strings.Contains(watch.String(), "↻ the run goes on after kerneld stopped (crash)") &&
+			strings.HasSuffix(watch.String(), talkingAnswer+"\n")
+	})
 	next := post(t, p2.base+"/sessions/"+s.ID+"/run", `{"input":"and now?"}`)
 	assert.Equal(t, float64(len(raw)+1), next["start_seq"], "the seq goes on")
 }

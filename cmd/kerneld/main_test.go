@@ -68,8 +68,9 @@ func post(t *testing.T, url, body string) map[string]any {
 }
 
 // TestRun_ServeAndShutdown starts kerneld in-process on the repository's
-// agents, streams a run, and stops it: the stream must end and run must
-// return well within the shutdown timeout.
+// agents, streams a run, and stops it: the stream must end at once, and
+// run must return within the shutdown timeout, though the run's model call
+// lasts longer (it is drained until the budget, then handed off).
 func TestRun_ServeAndShutdown(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -100,6 +101,7 @@ func TestRun_ServeAndShutdown(t *testing.T) {
 	if _, err := io.Copy(io.Discard, r); err != nil {
 		t.Fatalf("stream did not end cleanly: %v", err)
 	}
+	t.Logf("the stream ended %v after the stop", time.Since(start))
 	select {
 	case err := <-done:
 		if err != nil {

@@ -77,28 +77,33 @@ func (r *runner) stream(ctx context.Context, req llm.Request, onChunk func(llm.C
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	chunks := make(chan llm.Chunk, chunkBuffer)
-	done := make(chan error, 1)
-	go func() { done <- r.callModel(sctx, req, chunks) }()
+	done := make(chan struct{})
+	var modelErr error // set before done closes
+	go func() {
+		defer close(done)
+		modelErr = r.callModel(sctx, req, chunks)
+	}()
+	halt := func(err error) error { // stop the model; its own error then only says so
+		stop()
+		<-done
+		return err
+	}
 	for {
 		select {
 		case c := <-chunks:
 			if err := onChunk(c); err != nil {
-				stop()
-				<-done
-				return err
+				return halt(err)
 			}
-		case err := <-done:
+		case <-done:
 			for len(chunks) > 0 { // handed over before the model returned
-				if cerr := onChunk(<-chunks); cerr != nil {
-					return cerr
+				if err := onChunk(<-chunks); err != nil {
+					return err
 				}
 			}
-			return err
+			return modelErr
 		case <-r.ar.notices.wake:
 			if err := r.logNotices(); err != nil {
-				stop()
-				<-done
-				return err
+				return halt(err)
 			}
 		}
 	}

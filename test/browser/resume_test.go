@@ -118,17 +118,17 @@ func buildKerneld(t *testing.T) string {
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "kerneld-browser-")
 		if err != nil {
-			buildErr = err
+			errBuild = err
 			return
 		}
 		built = filepath.Join(dir, "kerneld")
 		if out, err := exec.Command("go", "build", "-o", built, "../../cmd/kerneld").CombinedOutput(); err != nil {
-			buildErr = err
+			errBuild = err
 			t.Logf("go build: %s", out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatalf("build kerneld: %v", buildErr)
+	if errBuild != nil {
+		t.Fatalf("build kerneld: %v", errBuild)
 	}
 	return built
 }
@@ -136,7 +136,7 @@ func buildKerneld(t *testing.T) string {
 var (
 	buildOnce sync.Once
 	built     string
-	buildErr  error
+	errBuild  error
 )
 
 // lockedBuffer is a bytes.Buffer safe for a process and the test to share.

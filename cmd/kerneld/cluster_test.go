@@ -97,8 +97,7 @@ func (c *cluster) start(name string) *process {
 	}
 	c.t.Cleanup(func() {
 		_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot die
-		_ = p.cmd.Process.Kill()
-		_ = p.cmd.Wait()
+		p.stop()
 		if c.t.Failed() {
 			c.t.Logf("replica %s logs:\n%s", name, p.logs.String())
 		}
@@ -388,7 +387,9 @@ func TestCluster_KillOwner(t *testing.T) {
 	for _, ev := range log {
 		if ev.Type == "CUSTOM" && ev.Name == "kerneld.run.resumed" {
 			took := time.UnixMilli(ev.Timestamp).Sub(killed)
-			t.Logf("continued %v after the kill (lease TTL %v)", took.Round(time.Millisecond), clusterLeaseTTL)
+			detected, _ := loggedAt(t, b.logs.String()+c.logs.String(), "session taken over", "session="+id)
+			t.Logf("taken over %v and continued %v after the kill (lease TTL %v)",
+				detected.Sub(killed).Round(time.Millisecond), took.Round(time.Millisecond), clusterLeaseTTL)
 			assert.Less(t, took, clusterLeaseTTL+5*time.Second, "taken over within the lease TTL and a little more")
 		}
 	}
@@ -446,6 +447,22 @@ func TestCluster_Fencing(t *testing.T) {
 	if next["start_seq"].(float64) != float64(len(after)+1) {
 		t.Fatalf("next run starts at seq %v, want %d", next["start_seq"], len(after)+1)
 	}
+}
+
+// loggedAt returns the time of the first line of logs (kerneld's text
+// logs) whose message is msg and that holds attr.
+func loggedAt(t *testing.T, logs, msg, attr string) (time.Time, bool) {
+	t.Helper()
+	for line := range strings.SplitSeq(logs, "\n") {
+		if !strings.Contains(line, `msg="`+msg+`"`) || !strings.Contains(line, " "+attr) {
+			continue
+		}
+		stamp, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		at, err := time.Parse(time.RFC3339Nano, stamp)
+		require.NoError(t, err, "log line %q", line)
+		return at, true
+	}
+	return time.Time{}, false
 }
 
 // eventLogText returns a session's log as one text, for looking for an

@@ -79,8 +79,7 @@ func spawnProcess(t *testing.T, bin, addr, dataDir, agentsDir string, env ...str
 	p.cmd.Stderr = p.logs
 	require.NoError(t, p.cmd.Start())
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		_ = p.cmd.Wait()
+		p.stop()
 		if t.Failed() {
 			t.Logf("kerneld logs:\n%s", p.logs.String())
 		}
@@ -93,7 +92,7 @@ func (p *process) kill9(t *testing.T) time.Time {
 	t.Helper()
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	killed := time.Now()
-	_ = p.cmd.Wait()
+	<-p.done()
 	return killed
 }
 
@@ -335,10 +334,8 @@ func TestProcess_CrashLoop(t *testing.T) {
 
 // waitExit waits for p to exit by itself.
 func waitExit(p *process) error {
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-p.done():
 		return nil
 	case <-time.After(30 * time.Second):
 		return fmt.Errorf("kerneld did not exit; logs:\n%s", p.logs.String())
@@ -349,8 +346,7 @@ func waitExit(p *process) error {
 // or p has exited (false).
 func waitRunEndOrExit(t *testing.T, p *process, id, runID string) bool {
 	t.Helper()
-	exited := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(exited) }()
+	exited := p.done()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		select {
 		case <-exited:

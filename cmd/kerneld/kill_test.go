@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +36,29 @@ type process struct {
 	cmd  *exec.Cmd
 	base string
 	logs *syncBuffer
+
+	waitOnce sync.Once
+	exited   chan struct{} // closed once the process has exited and been waited for
+}
+
+// done returns a channel closed once p has exited. It waits for p on a
+// goroutine of its own, once: a process may be waited for only once, and
+// several parts of a test want to know when it is gone.
+func (p *process) done() <-chan struct{} {
+	p.waitOnce.Do(func() {
+		p.exited = make(chan struct{})
+		go func() {
+			_ = p.cmd.Wait() // its exit code stays in cmd.ProcessState
+			close(p.exited)
+		}()
+	})
+	return p.exited
+}
+
+// stop kills p, if it still runs, and waits until it is gone.
+func (p *process) stop() {
+	_ = p.cmd.Process.Kill()
+	<-p.done()
 }
 
 func startProcess(t *testing.T, bin, dataDir, agentsDir string) *process {
@@ -46,7 +70,7 @@ func startProcess(t *testing.T, bin, dataDir, agentsDir string) *process {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.cmd.Process.Kill(); _ = p.cmd.Wait() })
+	t.Cleanup(p.stop)
 	p.base = "http://" + waitAddr(t, p.logs.String)
 	waitReady(t, p.base)
 	return p

@@ -33,7 +33,7 @@ func startLimited(t *testing.T, httpYAML string) *process {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.cmd.Process.Kill(); _ = p.cmd.Wait() })
+	t.Cleanup(p.stop)
 	p.base = "http://" + waitAddr(t, p.logs.String)
 	pollUntil(t, "kerneld ready", func() bool { return p.status(t, "/readyz") == http.StatusOK })
 	return p

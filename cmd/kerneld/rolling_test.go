@@ -59,6 +59,7 @@ func TestCluster_RollingRestart(t *testing.T) {
 	wg.Wait()
 
 	var terms []time.Time
+	var stopped strings.Builder // the logs of the replicas stopped
 	for _, name := range []string{"a", "b", "c"} {
 		p := replicas[name]
 		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
@@ -67,12 +68,12 @@ func TestCluster_RollingRestart(t *testing.T) {
 		require.Equal(t, 0, p.cmd.ProcessState.ExitCode(), "replica %s exits cleanly:\n%s", name, p.logs.String())
 		assert.Contains(t, p.logs.String(), "run handed off for another process to continue",
 			"replica %s had no run to hand off: the deploy missed the runs", name)
+		stopped.WriteString(p.logs.String())
 		replicas[name] = cl.start(name)
 	}
 
 	var logs [][][]byte
-	var waits []time.Duration
-	resumes := 0
+	var toBoundary, toElsewhere []time.Duration // SIGTERM to the hand-off; the hand-off to the run going on
 	for _, r := range runs {
 		base := replicas["a"].base
 		waitRunState(t, base, r.id, r.runID, "succeeded")
@@ -80,29 +81,53 @@ func TestCluster_RollingRestart(t *testing.T) {
 		logs = append(logs, asBytes(raw))
 		log := decodeLog(t, raw)
 		assert.Equal(t, steppingAnswer, answerOf(log), "session %s", r.id)
+		handoffs := handoffTimes(t, stopped.String(), r.runID)
 		for _, ev := range log {
-			if ev.Type == "CUSTOM" && ev.Name == "kerneld.run.resumed" {
-				resumes++
-				waits = append(waits, sinceLast(terms, time.UnixMilli(ev.Timestamp)))
+			if ev.Type != "CUSTOM" || ev.Name != "kerneld.run.resumed" {
+				continue
 			}
+			at := time.UnixMilli(ev.Timestamp + 1) // the millisecond it was in, rounded up: not before a hand-off logged in it
+			left := lastBefore(handoffs, at)
+			toBoundary = append(toBoundary, left.Sub(lastBefore(terms, left)))
+			toElsewhere = append(toElsewhere, at.Sub(left))
 		}
 	}
 	aguitest.VerifyJSONLogs(t, logs)
-	assert.Positive(t, resumes, "no run was handed off: the restarts missed them all")
-	slices.Sort(waits)
-	if len(waits) > 0 {
-		t.Logf("%d hand-offs; SIGTERM to the run going on elsewhere: median %v, max %v", len(waits),
-			waits[len(waits)/2].Round(time.Millisecond), waits[len(waits)-1].Round(time.Millisecond))
-	}
+	require.NotEmpty(t, toElsewhere, "no run was handed off: the restarts missed them all")
+	t.Logf("%d hand-offs; SIGTERM to the run's step boundary: %s; hand-off to the run going on elsewhere: %s",
+		len(toElsewhere), spread(toBoundary), spread(toElsewhere))
 }
 
-// sinceLast returns how long after the last of times, before at, at is.
-func sinceLast(times []time.Time, at time.Time) time.Duration {
+// handoffTimes returns when kerneld logged handing run runID off, in
+// order.
+func handoffTimes(t *testing.T, logs, runID string) []time.Time {
+	t.Helper()
+	var out []time.Time
+	for line := range strings.SplitSeq(logs, "\n") {
+		if at, ok := loggedAt(t, line, "run handed off for another process to continue", "run="+runID); ok {
+			out = append(out, at)
+		}
+	}
+	slices.SortFunc(out, time.Time.Compare)
+	return out
+}
+
+// spread says the median and the largest of ds.
+func spread(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	slices.Sort(ds)
+	return fmt.Sprintf("median %v, max %v", ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+}
+
+// lastBefore returns the last of times, in order, that is not after at.
+func lastBefore(times []time.Time, at time.Time) time.Time {
 	var last time.Time
 	for _, tm := range times {
 		if !tm.After(at) {
 			last = tm
 		}
 	}
-	return at.Sub(last)
+	return last
 }

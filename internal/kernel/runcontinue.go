@@ -59,6 +59,9 @@ var errHandoff = errors.New("the run was handed off: kerneld is shutting down")
 func (r *runner) leave(err error) {
 	_ = r.events.close() // its appends fail: nothing more is written
 	r.ar.stop = runLeft
+	// The store may have fenced an append before the renewal noticed: the
+	// session's driver must not start anything more either.
+	r.h.stop(errLeaseLost)
 	r.log.Warn("run stopped without writing: another replica may own the session now", "err", err)
 }
 

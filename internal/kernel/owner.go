@@ -44,6 +44,9 @@ type held struct {
 	// started is set once the driver runs; a held session released before
 	// that ends the driver count hold took.
 	started atomic.Bool
+	// releasing is set as the driver starts to let the lease go: a renewal
+	// the store refuses from then on is no news.
+	releasing atomic.Bool
 	// renewed is when (unix nanoseconds) the last acquire or renewal that
 	// succeeded was sent: the lease is sure to live a TTL from then.
 	renewed atomic.Int64
@@ -236,6 +239,7 @@ func (o *owner) leave(h *held) bool {
 
 // release gives up h's lease, unless it was lost, and forgets h.
 func (o *owner) release(h *held) {
+	h.releasing.Store(true)
 	if !errors.Is(context.Cause(h.ctx), errLeaseLost) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(o.k.ctx), signalTimeout)
 		if err := o.k.store.ReleaseLease(ctx, h.id, h.token); err != nil {
@@ -286,6 +290,10 @@ func (o *owner) renewLoop() {
 	}
 }
 
+// released reports whether h's driver let its lease go, or is letting it
+// go.
+func released(h *held) bool { return h.releasing.Load() }
+
 // sessions returns the sessions held now.
 func (o *owner) sessions() []*held {
 	o.mu.Lock()
@@ -315,6 +323,9 @@ func (o *owner) renew(h *held) {
 	err := o.k.store.RenewLease(ctx, h.id, h.token, ttl)
 	cancel()
 	switch {
+	case released(h):
+		// Its driver let the lease go since the pass took its snapshot of
+		// the held sessions: the store refusing the renewal is no news.
 	case err == nil:
 		h.renewed.Store(sent.UnixNano())
 	case errors.Is(err, session.ErrFenced), errors.Is(err, errdefs.ErrNotFound):

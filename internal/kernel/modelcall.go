@@ -89,6 +89,18 @@ func (r *runner) stream(ctx context.Context, req llm.Request, onChunk func(llm.C
 		return err
 	}
 	for {
+		// A model streaming fast has the next chunk ready: take it without
+		// a select over every channel, which costs more than the chunk.
+		select {
+		case c := <-chunks:
+			if err := onChunk(c); err != nil {
+				return halt(err)
+			}
+			if len(r.ar.notices.wake) == 0 {
+				continue
+			}
+		default:
+		}
 		select {
 		case c := <-chunks:
 			if err := onChunk(c); err != nil {
@@ -119,6 +131,11 @@ func (r *runner) callModel(ctx context.Context, req llm.Request, chunks chan<- l
 		}
 	}()
 	return r.spec.Provider.Stream(ctx, req, func(c llm.Chunk) error {
+		select {
+		case chunks <- c: // room: the common case, without a select over two channels
+			return nil
+		default:
+		}
 		select {
 		case chunks <- c:
 			return nil

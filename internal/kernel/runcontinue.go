@@ -132,6 +132,7 @@ func (k *Kernel) continueLeftOnce(ctx context.Context, h *held) error {
 	if err != nil {
 		return fmt.Errorf("list unfinished runs: %w", err)
 	}
+	tookUp := false
 	for i := len(runs) - 1; i >= 0; i-- { // oldest first; one, unless a crash left a record behind
 		if ar := h.current(); ar != nil && ar.run.ID == runs[i].ID {
 			continue // started or continued here just now
@@ -139,11 +140,14 @@ func (k *Kernel) continueLeftOnce(ctx context.Context, h *held) error {
 		if err := k.takeUp(ctx, h, runs[i], h.leftBy); err != nil {
 			return fmt.Errorf("continue run %s: %w", runs[i].ID, err)
 		}
+		tookUp = true
 	}
-	if h.current() == nil {
+	switch {
+	case h.current() == nil:
 		return k.freeSession(ctx, h.id)
+	case tookUp:
+		k.control(h) // cancels and decisions made while nobody held the session
 	}
-	k.control(h) // decisions made while nobody held the session
 	return nil
 }
 

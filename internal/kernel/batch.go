@@ -204,10 +204,15 @@ func (b *toolBatch) stop() error {
 		}
 	}
 	cause := context.Cause(b.ctx)
-	if !errors.Is(cause, errHandoff) {
-		for id := range b.gated {
-			b.r.undecided = append(b.r.undecided, id)
-		}
+	shutdown := errors.Is(cause, errHandoff) || errors.Is(cause, errShutdown)
+	if shutdown && len(b.gated) > 0 {
+		// Waiting for a person is no work to cut: whatever the agent says
+		// of runs its process leaves, this one waits again where it goes on.
+		b.r.forget()
+		return errHandoff
+	}
+	for id := range b.gated {
+		b.r.undecided = append(b.r.undecided, id)
 	}
 	b.r.forget()
 	return cause

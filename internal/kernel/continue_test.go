@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -347,6 +348,23 @@ func TestContinue_Limits(t *testing.T) {
 		aguitest.Verify(t, evs)
 		assert.Equal(t, session.ErrorCodeResumeLimit, evs[len(evs)-1].Member("code"))
 		assert.Len(t, customEvents(evs, session.CustomRunResumed), 2)
+	})
+	t.Run("on_crash interrupt, waiting for approval", func(t *testing.T) {
+		gated := strings.Replace(kerneltest.Gated, "name: gated", "name: gated\non_crash: interrupt", 1)
+		opts := kerneltest.Options{Agents: []string{gated}}
+		db := memory.New()
+		p := startProcess(t, db, opts)
+		s := mustSession(t, p.Kernel.Kernel, "gated")
+		run, pending := awaitApprovals(t, p.Kernel, p.rec, s.ID)
+		p.kill(t)
+		p = startProcess(t, db, opts)
+		require.Eventually(t, func() bool { return mustGetRun(t, p.Kernel.Kernel, s.ID, run.ID).Resumes == 1 },
+			waitTimeout, time.Millisecond, "a run waiting for a person waits again, whatever on_crash says")
+		for _, a := range pending {
+			_, err := p.Decide(t.Context(), s.ID, run.ID, a.ToolCallID, true, "")
+			require.NoError(t, err)
+		}
+		checkContinued(t, p.Kernel.Kernel, s.ID, run.ID, "Done.")
 	})
 	t.Run("on_crash interrupt", func(t *testing.T) {
 		db := memory.New()

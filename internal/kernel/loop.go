@@ -95,8 +95,8 @@ func (k *Kernel) execute(h *held, ar *activeRun, run *session.Run, spec agents.S
 	switch {
 	case r.leaseLost(err):
 		r.leave(err)
-	case errors.Is(err, errHandoff) && !ar.continues:
-		r.end(errShutdown) // its agent ends what its process leaves
+	case errors.Is(err, errHandoff) && !ar.continues && r.run.State != session.RunWaitingInput:
+		r.end(errShutdown) // its agent ends what its process leaves, unless it only waits for a person
 	case errors.Is(err, errHandoff):
 		r.handOff()
 	case errors.Is(err, errdefs.ErrUnavailable):

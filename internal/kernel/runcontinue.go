@@ -201,7 +201,7 @@ func (k *Kernel) takeUp(ctx context.Context, h *held, run session.Run, reason st
 		return k.endLeft(ctx, h.token, run, "", "") // only its record is behind its log
 	case agentErr != nil:
 		return k.endLeft(ctx, h.token, run, session.ErrorCodeInterrupted, interruptedMessage+"; its agent is not available")
-	case !spec.Continues():
+	case !spec.Continues() && run.State != session.RunWaitingInput: // one waiting for a person waits again
 		return k.endLeft(ctx, h.token, run, session.ErrorCodeInterrupted, interruptedMessage)
 	case crash && run.Crashes >= spec.MaxResumes:
 		k.log.Warn("run not continued: its process died under it too often", "session", h.id, "run", run.ID,

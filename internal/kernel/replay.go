@@ -15,6 +15,7 @@ import (
 // the log, because the log, not the history, is the source of truth.
 type replayedRun struct {
 	events    int
+	startSeq  int64 // the seq of its RUN_STARTED, 0 if none was logged
 	texts     []*replayedText // in order of TEXT_MESSAGE_START
 	textByID  map[string]*replayedText
 	reasoning []*replayedSpan // reasoning messages, in order of start
@@ -92,6 +93,9 @@ func (rp *replayedRun) apply(ev *session.Event) {
 	}
 	if ev.Type.Ends() {
 		rp.terminal = ev
+	}
+	if ev.Type == session.EventRunStarted && rp.startSeq == 0 {
+		rp.startSeq = ev.Seq
 	}
 	rp.endSeq = ev.Seq
 }

@@ -210,11 +210,16 @@ func (k *Kernel) takeUp(ctx context.Context, h *held, run session.Run, reason st
 			"the run was interrupted: kerneld stopped under it %d times, more than its agent's max_resumes (%d)",
 			run.Crashes+1, spec.MaxResumes))
 	}
+	// The resume is counted before anything is logged: a process that dies
+	// while continuing the run counts against max_resumes too.
+	if err := k.countResume(ctx, &run, crash, rp.startSeq); err != nil {
+		return err
+	}
 	ar, err := k.logContinuation(ctx, h, s, spec, run, rp, reason)
 	if err != nil {
 		return err
 	}
-	if err := k.recordContinuation(ctx, h, &ar.run, crash); err != nil {
+	if err := k.markContinued(ctx, h, run); err != nil {
 		return err
 	}
 	k.launch(h, ar, spec)
@@ -272,11 +277,11 @@ func (k *Kernel) logContinuation(ctx context.Context, h *held, s session.Session
 	return ar, nil
 }
 
-// recordContinuation counts the resume on run's record, clears why it was
-// let go, and names it as its session's active run again.
-func (k *Kernel) recordContinuation(ctx context.Context, h *held, run *session.Run, crash bool) error {
-	startSeq := run.StartSeq
-	err := k.updateRun(ctx, run, func(cur *session.Run) error {
+// countResume counts a resume on run's record and clears why it was let
+// go; run ends as stored. startSeq is the seq of the run's RUN_STARTED,
+// which a crash may have kept from the record.
+func (k *Kernel) countResume(ctx context.Context, run *session.Run, crash bool, startSeq int64) error {
+	return k.updateRun(ctx, run, func(cur *session.Run) error {
 		cur.Resumes++
 		if crash {
 			cur.Crashes++
@@ -284,9 +289,11 @@ func (k *Kernel) recordContinuation(ctx context.Context, h *held, run *session.R
 		cur.Handoff, cur.StartSeq = "", cmp.Or(cur.StartSeq, startSeq)
 		return nil
 	})
-	if err != nil {
-		return err
-	}
+}
+
+// markContinued names run as its session's active run again, running or
+// waiting for approvals.
+func (k *Kernel) markContinued(ctx context.Context, h *held, run session.Run) error {
 	state := session.StateRunning
 	if run.State == session.RunWaitingInput {
 		state = session.StateWaitingInput

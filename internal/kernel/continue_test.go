@@ -510,3 +510,51 @@ func TestContinue_StepMarks(t *testing.T) {
 	runToEnd(t, k.Kernel, rec, s.ID, "what time is it?")
 	assert.Equal(t, []float64{0, 1}, stepMarks(t, logOf(t, k.Kernel, s.ID)))
 }
+
+// TestContinue_SpawnedChild kills a process while a spawn_agent call
+// waits for its child: the next process continues the child's run on its
+// own and the parent's run follows that child, rather than start another,
+// and answers with the child's answer.
+func TestContinue_SpawnedChild(t *testing.T) {
+	opts := kerneltest.Options{Agents: []string{kerneltest.Slow, `
+name: delegator
+model:
+  provider: scripted
+  script:
+    - {text: "Asking slow.", tool_calls: [{name: spawn_agent, arguments: {agent: slow, input: "take your time"}}]}
+    - {text: "Slow answered."}
+tools: [spawn_agent]
+child_agents: [slow]
+`}}
+	db := memory.New()
+	p1 := startProcess(t, db, opts)
+	s := mustSession(t, p1.Kernel.Kernel, "delegator")
+	run := mustRun(t, p1.Kernel.Kernel, s.ID, "go")
+	p1.rec.WaitEvents(t, s.ID, run.ID, session.EventSubagentStarted, 1)
+	children, err := p1.Children(t.Context(), s.ID, kernel.PageRequest{})
+	require.NoError(t, err)
+	require.Len(t, children.Items, 1)
+	child := children.Items[0]
+	p1.rec.waitFor(t, "the child to stream its answer", func() bool {
+		n := 0
+		for _, ev := range p1.rec.events[child.ID] {
+			if ev.Type == session.EventTextMessageContent {
+				n++
+			}
+		}
+		return n >= 3 // its echoed input, and two tokens of its answer
+	})
+	p1.kill(t)
+
+	p2 := startProcess(t, db, opts)
+	checkContinued(t, p2.Kernel.Kernel, s.ID, run.ID, "Slow answered.")
+	children, err = p2.Children(t.Context(), s.ID, kernel.PageRequest{})
+	require.NoError(t, err)
+	assert.Len(t, children.Items, 1, "the continued run followed its child instead of starting another")
+	evs := logOf(t, p2.Kernel.Kernel, s.ID)
+	calls := callIDsOf(t, evs, kernel.SpawnAgentTool)
+	require.Len(t, calls, 1)
+	assert.Equal(t, slowAnswer, resultOf(evs, calls[0]), "the spawn's result is the child's answer")
+	assert.Len(t, customEvents(evs, session.CustomRunResumed), 1)
+	aguitest.Verify(t, evs)
+}

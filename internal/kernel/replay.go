@@ -15,7 +15,7 @@ import (
 // the log, because the log, not the history, is the source of truth.
 type replayedRun struct {
 	events    int
-	startSeq  int64 // the seq of its RUN_STARTED, 0 if none was logged
+	startSeq  int64           // the seq of its RUN_STARTED, 0 if none was logged
 	texts     []*replayedText // in order of TEXT_MESSAGE_START
 	textByID  map[string]*replayedText
 	reasoning []*replayedSpan // reasoning messages, in order of start
@@ -25,7 +25,9 @@ type replayedRun struct {
 	// steps holds the seq of the first event of each model call, by the
 	// call's number (the last such event: a continued run makes its cut
 	// call again under the same number).
-	steps    map[int]int64
+	steps map[int]int64
+	// children are the child runs spawn_agent calls started, by call.
+	children map[string]*replayedChild
 	terminal *session.Event // RUN_FINISHED or RUN_ERROR, if logged
 	endSeq   int64
 }
@@ -44,6 +46,14 @@ type replayedSpan struct {
 	open bool
 }
 
+// replayedChild is a child run a spawn_agent call started, and how it
+// ended, if the parent's log says.
+type replayedChild struct {
+	runID, sessionID, name string
+	ended                  bool
+	answer, failure        string // its answer, or why it failed
+}
+
 type replayedCall struct {
 	id, name, parent string
 	seq              int64
@@ -55,7 +65,7 @@ type replayedCall struct {
 // replayRun folds a run's events into what they describe.
 func replayRun(evs []session.Event) *replayedRun {
 	rp := &replayedRun{events: len(evs), textByID: map[string]*replayedText{}, callByID: map[string]*replayedCall{},
-		steps: map[int]int64{}}
+		steps: map[int]int64{}, children: map[string]*replayedChild{}}
 	for i := range evs {
 		rp.apply(&evs[i])
 	}
@@ -88,6 +98,8 @@ func (rp *replayedRun) apply(ev *session.Event) {
 		closeSpan(rp.reasoning, str("messageId"))
 	case session.EventReasoningEnd:
 		closeSpan(rp.spans, str("messageId"))
+	case session.EventSubagentStarted, session.EventSubagentFinished, session.EventSubagentError:
+		rp.applyChild(ev, str)
 	default:
 		rp.applyTool(ev, str)
 	}
@@ -117,6 +129,21 @@ func (rp *replayedRun) applyTool(ev *session.Event, str func(string) string) {
 		if c := rp.callByID[str("toolCallId")]; c != nil {
 			c.result = &session.Message{ID: str("messageId"), Role: session.RoleTool, Content: str("content"),
 				ToolCallID: c.id, IsError: metaFlag(ev, "isError")}
+		}
+	}
+}
+
+// applyChild folds the SUBAGENT_* events of the children spawn_agent
+// calls started.
+func (rp *replayedRun) applyChild(ev *session.Event, str func(string) string) {
+	if ev.Type == session.EventSubagentStarted {
+		sessionID, _ := metaMember(ev, "childSessionId").(string)
+		rp.children[str("parentToolCallId")] = &replayedChild{runID: str("subagentRunId"), sessionID: sessionID, name: str("name")}
+		return
+	}
+	for _, c := range rp.children {
+		if c.runID == str("subagentRunId") {
+			c.ended, c.answer, c.failure = true, str("result"), str("message")
 		}
 	}
 }

@@ -31,10 +31,11 @@ import (
 //     were cut; the run's record counts the resume.
 //  3. Going on (resume: the run's new goroutine). The tool calls of the
 //     last recorded model call that have no result are answered: one
-//     waiting for approval waits again; one cut mid-way is made again if
-//     its tool is safe to retry (retrySafe), else it gets an error result
-//     saying it may or may not have taken effect. Then the next model
-//     call is made.
+//     waiting for approval waits again; a spawn_agent call follows the
+//     child it had started, which goes on by itself; one cut mid-way is
+//     made again if its tool is safe to retry (retrySafe), else it gets an
+//     error result saying it may or may not have taken effect. Then the
+//     next model call is made.
 //
 // Beyond its log and history the run records only its resume counts, why
 // it was let go, and its usage so far. An agent with on_crash: interrupt
@@ -341,23 +342,6 @@ func (r *runner) resume(ctx context.Context) (int, bool, error) {
 	return step, len(clients) > 0, nil
 }
 
-// recordedSteps returns how many model calls of run runID msgs record,
-// the last of them, and the tool calls that have a result.
-func recordedSteps(msgs []session.Message, runID string) (int, *session.Message, map[string]bool) {
-	steps, answered := 0, map[string]bool{}
-	var last *session.Message
-	for i := range msgs {
-		m := &msgs[i]
-		switch {
-		case m.Role == session.RoleTool:
-			answered[m.ToolCallID] = true
-		case m.RunID == runID && m.Role == session.RoleAssistant:
-			steps, last = steps+1, m
-		}
-	}
-	return steps, last, answered
-}
-
 // answerLeftCalls answers the tool calls the previous process left
 // without a result: decided ones as decided, undecided ones once decided,
 // one needing an approval never asked for once asked, and one cut mid-way
@@ -375,12 +359,14 @@ func (r *runner) answerLeftCalls(ctx context.Context, calls []session.ToolCall) 
 	for _, a := range approvalsOf(evs, r.run.ID, false) {
 		approvals[a.ToolCallID] = a
 	}
+	children := replayRun(evs).children
 	b := r.newBatch(ctx, len(calls))
 	var ask []session.ToolCall
 	n := len(calls)
 	for _, c := range calls {
 		a, asked := approvals[c.ID]
 		ref, _ := r.spec.Tool(c.Name)
+		child := children[c.ID]
 		switch {
 		case asked && a.State == ApprovalPending:
 			b.gated[c.ID], b.expires = c, a.ExpiresAt
@@ -389,6 +375,11 @@ func (r *runner) answerLeftCalls(ctx context.Context, calls []session.ToolCall) 
 			err = r.recordResult(toolResult{call: c, content: deniedContent(a.Reason), isError: true})
 		case !asked && ref.RequireApproval:
 			ask = append(ask, c)
+		case child != nil && child.ended:
+			n--
+			err = r.recordResult(childResult(c, child))
+		case child != nil:
+			b.startWith(c, func(ctx context.Context) toolResult { return r.rejoinChild(ctx, c, child) })
 		case r.retrySafe(c):
 			b.start(c)
 		default:
@@ -405,16 +396,4 @@ func (r *runner) answerLeftCalls(ctx context.Context, calls []session.ToolCall) 
 		return err
 	}
 	return b.collect(n)
-}
-
-// retrySafe reports whether call c may be made again after a process
-// stopped in the middle of it: the agent file's retry for the tool when it
-// sets one, else the tool's own word (see tools.Definition.RetrySafe). A
-// tool the run cannot reach now is not.
-func (r *runner) retrySafe(c session.ToolCall) bool {
-	if ref, ok := r.spec.Tool(c.Name); ok && ref.Retry != "" {
-		return ref.Retry == agents.RetrySafe
-	}
-	t, err := r.resolveTool(c)
-	return err == nil && t.Definition().RetrySafe
 }

@@ -48,7 +48,7 @@ type decision struct {
 // another, picks it up at once: an approved call runs, a denied one
 // returns "denied: <reason>" to the model. A request can be decided the
 // moment it is in the log, even before the run has recorded that it waits,
-// and while a run suspended by a shutdown waits for a replica to resume it.
+// and while a run handed off at shutdown waits for a replica to continue it.
 // Deciding twice, or on a run that has ended, is a conflict.
 func (k *Kernel) Decide(ctx context.Context, sessionID, runID, toolCallID string, approve bool, reason string) (Approval, error) {
 	got, err := k.GetRun(ctx, sessionID, runID)

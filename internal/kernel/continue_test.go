@@ -558,3 +558,33 @@ child_agents: [slow]
 	assert.Len(t, customEvents(evs, session.CustomRunResumed), 1)
 	aguitest.Verify(t, evs)
 }
+
+// TestContinue_LostSteer: a process recorded a steer as joining its run
+// and died before it logged the steer's input. The run continued by the
+// next process takes that input in, so it is not lost.
+func TestContinue_LostSteer(t *testing.T) {
+	db := memory.New()
+	p1 := startProcess(t, db, kerneltest.Options{})
+	s := mustSession(t, p1.Kernel.Kernel, "waiter")
+	run := mustRun(t, p1.Kernel.Kernel, s.ID, "wait")
+	<-p1.Wait.Started()
+	p1.kill(t)
+	steer := session.Run{ID: session.NewID(), SessionID: s.ID, State: session.RunSteered, Input: "and this too",
+		CreatedAt: time.Now().UTC()}
+	steer.IfBusy, steer.SteeredInto = string(kernel.BusySteer), run.ID
+	require.NoError(t, db.CreateRun(t.Context(), steer, session.RunConstraints{}))
+
+	p2 := startProcess(t, db, kerneltest.Options{})
+	checkContinued(t, p2.Kernel.Kernel, s.ID, run.ID, "Done.")
+	evs := logOf(t, p2.Kernel.Kernel, s.ID)
+	steered := customEvents(evs, "kerneld.run.steered")
+	require.Len(t, steered, 1)
+	assert.Equal(t, steer.ID, customValue(t, steered[0])["steerRunId"])
+	var users []string
+	for _, m := range historyOf(t, p2.Kernel.Kernel, s.ID) {
+		if m.Role == session.RoleUser {
+			users = append(users, m.Content)
+		}
+	}
+	assert.Equal(t, []string{"wait", "and this too"}, users)
+}

@@ -304,15 +304,10 @@ func (r *runner) foldSteers() error {
 		if steer.State != session.RunSteered {
 			continue
 		}
-		id := session.NewMessageID()
-		err = r.emit(
-			session.Custom("kerneld.run.steered", map[string]string{"runId": r.run.ID, "steerRunId": steer.ID, "messageId": id}),
-			session.TextMessageStart(id, session.RoleUser),
-			session.TextMessageContent(id, steer.Input),
-			session.TextMessageEnd(id),
-		)
+		evs, msg := steeredInput(r.run.ID, steer)
+		err = r.emit(evs...)
 		if err == nil {
-			err = r.record(session.Message{ID: id, Role: session.RoleUser, Content: steer.Input})
+			err = r.record(msg)
 		}
 		if err != nil {
 			return err
@@ -320,3 +315,18 @@ func (r *runner) foldSteers() error {
 	}
 	return nil
 }
+
+// steeredInput returns the events and the user message that add steer's
+// input to run runID.
+func steeredInput(runID string, steer session.Run) ([]session.Event, session.Message) {
+	id := session.NewMessageID()
+	return []session.Event{
+		session.Custom(customRunSteered, map[string]string{"runId": runID, "steerRunId": steer.ID, "messageId": id}),
+		session.TextMessageStart(id, session.RoleUser),
+		session.TextMessageContent(id, steer.Input),
+		session.TextMessageEnd(id),
+	}, session.Message{ID: id, Role: session.RoleUser, Content: steer.Input}
+}
+
+// customRunSteered announces input a steer added to the active run.
+const customRunSteered = "kerneld.run.steered"

@@ -28,6 +28,9 @@ type replayedRun struct {
 	steps map[int]int64
 	// children are the child runs spawn_agent calls started, by call.
 	children map[string]*replayedChild
+	// steered are the queued runs whose input the log shows joining this
+	// run (kerneld.run.steered), by id.
+	steered map[string]bool
 	terminal *session.Event // RUN_FINISHED or RUN_ERROR, if logged
 	endSeq   int64
 }
@@ -65,7 +68,7 @@ type replayedCall struct {
 // replayRun folds a run's events into what they describe.
 func replayRun(evs []session.Event) *replayedRun {
 	rp := &replayedRun{events: len(evs), textByID: map[string]*replayedText{}, callByID: map[string]*replayedCall{},
-		steps: map[int]int64{}, children: map[string]*replayedChild{}}
+		steps: map[int]int64{}, children: map[string]*replayedChild{}, steered: map[string]bool{}}
 	for i := range evs {
 		rp.apply(&evs[i])
 	}
@@ -100,6 +103,12 @@ func (rp *replayedRun) apply(ev *session.Event) {
 		closeSpan(rp.spans, str("messageId"))
 	case session.EventSubagentStarted, session.EventSubagentFinished, session.EventSubagentError:
 		rp.applyChild(ev, str)
+	case session.EventCustom:
+		if str("name") == customRunSteered {
+			v, _ := f["value"].(map[string]any)
+			id, _ := v["steerRunId"].(string)
+			rp.steered[id] = true
+		}
 	default:
 		rp.applyTool(ev, str)
 	}

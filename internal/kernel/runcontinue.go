@@ -257,6 +257,14 @@ func (k *Kernel) logContinuation(ctx context.Context, h *held, s session.Session
 		evs = startEvents(run, ar.started.inputID)
 	}
 	evs = append(evs, left.closing...)
+	steered, err := k.lostSteers(ctx, run, rp)
+	if err != nil {
+		return nil, err
+	}
+	for _, steer := range steered {
+		sevs, msg := steeredInput(run.ID, steer)
+		evs, left.record = append(evs, sevs...), append(left.record, msg)
+	}
 	evs = append(evs, session.RunResumed(run.ID, left.step, reason, left.cut, left.cutCall))
 	if err := k.emit(ctx, h.token, run.SessionID, run.ID, evs...); err != nil {
 		return nil, err
@@ -276,6 +284,23 @@ func (k *Kernel) logContinuation(ctx context.Context, h *held, s session.Session
 		ar.awaiting, ar.decisions = pending, make(chan decision, len(pending))
 	}
 	return ar, nil
+}
+
+// lostSteers returns the steers recorded as joining run whose input its
+// log does not show: its process died between the two. Their input joins
+// the run now, oldest first, as it would have.
+func (k *Kernel) lostSteers(ctx context.Context, run session.Run, rp *replayedRun) ([]session.Run, error) {
+	steers, err := k.store.ListRuns(ctx, run.SessionID, session.RunQuery{States: []session.RunState{session.RunSteered}})
+	if err != nil {
+		return nil, fmt.Errorf("list steered runs: %w", err)
+	}
+	var lost []session.Run
+	for i := len(steers) - 1; i >= 0; i-- {
+		if steers[i].SteeredInto == run.ID && !rp.steered[steers[i].ID] {
+			lost = append(lost, steers[i])
+		}
+	}
+	return lost, nil
 }
 
 // countResume counts a resume on run's record and clears why it was let

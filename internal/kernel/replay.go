@@ -30,7 +30,7 @@ type replayedRun struct {
 	children map[string]*replayedChild
 	// steered are the queued runs whose input the log shows joining this
 	// run (kerneld.run.steered), by id.
-	steered map[string]bool
+	steered  map[string]bool
 	terminal *session.Event // RUN_FINISHED or RUN_ERROR, if logged
 	endSeq   int64
 }

@@ -64,6 +64,13 @@ func (s *crashingStore) AppendMessages(ctx context.Context, token int64, msgs ..
 	return s.Store.AppendMessages(ctx, token, msgs...)
 }
 
+func (s *crashingStore) DeleteSession(ctx context.Context, id string) error {
+	if err := s.write(); err != nil {
+		return err
+	}
+	return s.Store.DeleteSession(ctx, id)
+}
+
 func (s *crashingStore) AppendEvents(ctx context.Context, token int64, evs []session.Event) error {
 	if err := s.write(); err != nil {
 		return err
@@ -190,4 +197,58 @@ func TestKernel_RecoverNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, n)
 	assert.Len(t, logOf(t, k.Kernel, s.ID), len(before))
+}
+
+// TestKernel_RecoverFork crashes the writing of a fork at every write it
+// makes and starts again on what is left: a fork's first run, which only
+// writes the history the fork keeps, is ended, never continued into a
+// model call, and every log stays valid.
+func TestKernel_RecoverFork(t *testing.T) {
+	writes := forkWrites(t)
+	for limit := int64(1); limit <= writes; limit++ {
+		t.Run(fmt.Sprintf("crash after write %d of %d", limit, writes), func(t *testing.T) {
+			db := memory.New()
+			cs := &crashingStore{Store: db, limit: 1 << 40}
+			k1, rec := newKernel(t, kerneltest.Options{Store: cs})
+			src := mustSession(t, k1.Kernel, "echo")
+			runToEnd(t, k1.Kernel, rec, src.ID, "fork me")
+			cs.limit = cs.writes.Load() + limit
+			_, _ = k1.ForkSession(t.Context(), src.ID, kernel.ForkRequest{}) // fails once the store stops taking writes
+			closeKernel(t, k1.Kernel)
+
+			k2, _ := newKernel(t, kerneltest.Options{Store: db})
+			_, err := k2.Recover(t.Context())
+			require.NoError(t, err)
+			forks, err := k2.ListSessions(t.Context(), kernel.ListSessions{ForkedFrom: src.ID})
+			require.NoError(t, err)
+			if limit < writes {
+				require.Len(t, forks.Items, 1, "the crash left the fork behind")
+			}
+			for _, f := range forks.Items {
+				for _, r := range allRuns(t, k2.Kernel, f.ID) {
+					got := awaitEnd(t, k2.Kernel, f.ID, r.ID)
+					assert.Zero(t, got.Resumes, "a fork's first run is not continued")
+				}
+				evs := logOf(t, k2.Kernel, f.ID)
+				if len(evs) > 0 { // a crash before the first run was stored leaves none
+					checkLog(t, f.ID, evs)
+				}
+				for _, ev := range evs {
+					assert.NotEqual(t, "assistant", ev.Member("role"), "the fork's first run called the model")
+				}
+			}
+		})
+	}
+}
+
+// forkWrites counts the store writes of forking a session.
+func forkWrites(t *testing.T) int64 {
+	cs := &crashingStore{Store: memory.New(), limit: 1 << 40}
+	k, rec := newKernel(t, kerneltest.Options{Store: cs})
+	src := mustSession(t, k.Kernel, "echo")
+	runToEnd(t, k.Kernel, rec, src.ID, "fork me")
+	before := cs.writes.Load()
+	_, err := k.ForkSession(t.Context(), src.ID, kernel.ForkRequest{})
+	require.NoError(t, err)
+	return cs.writes.Load() - before
 }

@@ -202,7 +202,8 @@ func (k *Kernel) takeUp(ctx context.Context, h *held, run session.Run, reason st
 		return k.endLeft(ctx, h.token, run, "", "") // only its record is behind its log
 	case agentErr != nil:
 		return k.endLeft(ctx, h.token, run, session.ErrorCodeInterrupted, interruptedMessage+"; its agent is not available")
-	case !spec.Continues() && run.State != session.RunWaitingInput: // one waiting for a person waits again
+	case !spec.Continues() && run.State != session.RunWaitingInput, // one waiting for a person waits again
+		seedsFork(run): // a fork's first run only writes the fork's history: there is nothing to go on with
 		return k.endLeft(ctx, h.token, run, session.ErrorCodeInterrupted, interruptedMessage)
 	case crash && run.Crashes >= spec.MaxResumes:
 		k.log.Warn("run not continued: its process died under it too often", "session", h.id, "run", run.ID,
@@ -226,6 +227,13 @@ func (k *Kernel) takeUp(ctx context.Context, h *held, run session.Run, reason st
 	k.launch(h, ar, spec)
 	k.log.Info("run continued", "session", h.id, "run", run.ID, "step", ar.from.step, "reason", reason)
 	return nil
+}
+
+// seedsFork reports whether run is a fork's first run, which writes the
+// history the fork keeps (see fork.go): the one run with neither input,
+// nor results of client tool calls, nor a kind.
+func seedsFork(run session.Run) bool {
+	return run.Input == "" && run.Kind == "" && len(run.ToolResults) == 0
 }
 
 // crashResume reports whether continuing run for reason counts against

@@ -79,6 +79,7 @@ function transcript(page) {
 const scenarios = {
   // chat: two turns with the echo agent, streamed to the end.
   async chat(page) {
+    await page.waitForSelector('button[data-agent="echo"]'); // the list is drawn once /agents answers
     const agents = await page.$$eval("#agents .agent", (els) => els.map((el) => el.textContent));
     const id = await newSession(page, "echo");
     await send(page, "hello from the browser");

@@ -51,12 +51,12 @@ func (r *runner) callTools(ctx context.Context, calls []session.ToolCall) error 
 
 // start runs call c in its own goroutine, owned by the batch.
 func (b *toolBatch) start(c session.ToolCall) {
-	b.startWith(c, func(ctx context.Context) toolResult { return b.r.callTool(ctx, c) })
+	b.startWith(func(ctx context.Context) toolResult { return b.r.callTool(ctx, c) })
 }
 
-// startWith runs call in its own goroutine, owned by the batch, for c's
-// result.
-func (b *toolBatch) startWith(c session.ToolCall, call func(context.Context) toolResult) {
+// startWith runs call, which answers a tool call, in its own goroutine,
+// owned by the batch.
+func (b *toolBatch) startWith(call func(context.Context) toolResult) {
 	b.wg.Go(func() {
 		b.sem <- struct{}{}
 		defer func() { <-b.sem }()

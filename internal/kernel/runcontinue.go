@@ -412,7 +412,7 @@ func (r *runner) answerLeftCalls(ctx context.Context, calls []session.ToolCall) 
 			n--
 			err = r.recordResult(childResult(c, child))
 		case child != nil:
-			b.startWith(c, func(ctx context.Context) toolResult { return r.rejoinChild(ctx, c, child) })
+			b.startWith(func(ctx context.Context) toolResult { return r.rejoinChild(ctx, c, child) })
 		case r.retrySafe(c):
 			b.start(c)
 		default:

@@ -330,3 +330,20 @@ func steeredInput(runID string, steer session.Run) ([]session.Event, session.Mes
 
 // customRunSteered announces input a steer added to the active run.
 const customRunSteered = "kerneld.run.steered"
+
+// lostSteers returns the steers recorded as joining run whose input its
+// log does not show: its process died between the two. Their input joins
+// the run now, oldest first, as it would have.
+func (k *Kernel) lostSteers(ctx context.Context, run session.Run, rp *replayedRun) ([]session.Run, error) {
+	steers, err := k.store.ListRuns(ctx, run.SessionID, session.RunQuery{States: []session.RunState{session.RunSteered}})
+	if err != nil {
+		return nil, fmt.Errorf("list steered runs: %w", err)
+	}
+	var lost []session.Run
+	for i := len(steers) - 1; i >= 0; i-- {
+		if steers[i].SteeredInto == run.ID && !rp.steered[steers[i].ID] {
+			lost = append(lost, steers[i])
+		}
+	}
+	return lost, nil
+}

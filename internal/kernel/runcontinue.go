@@ -294,23 +294,6 @@ func (k *Kernel) logContinuation(ctx context.Context, h *held, s session.Session
 	return ar, nil
 }
 
-// lostSteers returns the steers recorded as joining run whose input its
-// log does not show: its process died between the two. Their input joins
-// the run now, oldest first, as it would have.
-func (k *Kernel) lostSteers(ctx context.Context, run session.Run, rp *replayedRun) ([]session.Run, error) {
-	steers, err := k.store.ListRuns(ctx, run.SessionID, session.RunQuery{States: []session.RunState{session.RunSteered}})
-	if err != nil {
-		return nil, fmt.Errorf("list steered runs: %w", err)
-	}
-	var lost []session.Run
-	for i := len(steers) - 1; i >= 0; i-- {
-		if steers[i].SteeredInto == run.ID && !rp.steered[steers[i].ID] {
-			lost = append(lost, steers[i])
-		}
-	}
-	return lost, nil
-}
-
 // countResume counts a resume on run's record and clears why it was let
 // go; run ends as stored. startSeq is the seq of the run's RUN_STARTED,
 // which a crash may have kept from the record.

@@ -37,6 +37,11 @@ const (
 	CustomApprovalResolved  = "kerneld.approval.resolved"
 	CustomRunQueued         = "kerneld.run.queued"
 	CustomRunSteered        = "kerneld.run.steered"
+	// CustomRunResumed goes on with a run after the process running it
+	// stopped; the stream needs nothing special to follow it: the run keeps
+	// its id and its seq goes on. Its value names the reason and the
+	// messages of the model call that was cut and is made again.
+	CustomRunResumed = "kerneld.run.resumed"
 )
 
 // Event is one AG-UI event of a session's log. Type, Seq, RunID and Raw

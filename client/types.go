@@ -181,6 +181,9 @@ type Run struct {
 	Usage          Usage      `json:"usage"`
 	StartSeq       int64      `json:"start_seq"` // 0 until it starts
 	EndSeq         int64      `json:"end_seq"`   // 0 until it ends
+	// Resumes counts the times the run was continued after the process
+	// running it stopped; its stream goes on under the same run.
+	Resumes int `json:"resumes"`
 }
 
 // RunError says why a run failed.

@@ -37,11 +37,13 @@ done
 redis-cli -p "$redis_port" ping >/dev/null || { echo "redis-server did not start; see $dir/redis.log" >&2; exit 1; }
 
 i=0
+replicas=()
 for port in $ports; do
 	i=$((i + 1))
 	bin/kerneld -config configs/kerneld.yaml --store redis --redis-url "redis://127.0.0.1:$redis_port/0" \
 		--addr "127.0.0.1:$port" --replica "replica-$i" >"$dir/replica-$i.log" 2>&1 &
 	pids+=($!)
+	replicas+=("http://127.0.0.1:$port (pid $!)")
 done
 for port in $ports; do
 	for _ in $(seq 100); do
@@ -52,7 +54,10 @@ for port in $ports; do
 done
 
 echo "Redis on 127.0.0.1:$redis_port; kerneld replicas on:"
-for port in $ports; do echo "  http://127.0.0.1:$port"; done
-echo "Any replica serves any session. Logs in $dir/. Ctrl-C stops the cluster."
-wait -n "${pids[@]}" || true
-echo "a process of the cluster exited; stopping the others" >&2
+for r in "${replicas[@]}"; do echo "  $r"; done
+echo "Any replica serves any session. Kill one (kill -9 PID) and the others continue its runs."
+echo "Logs in $dir/. Ctrl-C stops the cluster."
+# A replica that exits leaves the others running: they take its sessions
+# over, which is what a cluster is for. Redis exiting stops them all.
+wait "${pids[0]}" || true
+echo "redis-server exited; stopping the replicas" >&2

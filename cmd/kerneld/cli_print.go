@@ -142,7 +142,26 @@ func (p *printer) custom(ev client.Event) error {
 			return p.line("  %s", decided(v.Decision, v.Reason))
 		}
 	}
+	if ev.Name == client.CustomRunResumed {
+		return p.resumed(ev)
+	}
 	return nil
+}
+
+// resumed notes that the run goes on after its process stopped: what was
+// printed of the cut model call is said again after the note.
+func (p *printer) resumed(ev client.Event) error {
+	var v struct {
+		Reason string   `json:"reason"`
+		Cut    []string `json:"cutMessageIds"`
+	}
+	if err := json.Unmarshal(ev.Value, &v); err != nil {
+		return nil
+	}
+	if len(v.Cut) > 0 {
+		return p.line("↻ the run goes on after kerneld stopped (%s); the answer cut short above is given again", v.Reason)
+	}
+	return p.line("↻ the run goes on after kerneld stopped (%s)", v.Reason)
 }
 
 // decided says how an approval was resolved.

@@ -238,6 +238,9 @@ func TestCLI_Approve(t *testing.T) {
 	out, err := cliOutput(t, srv.URL, "approve", session, run, first)
 	require.NoError(t, err)
 	assert.Equal(t, "approved memory_set (call "+first+")\n", out)
+	// The approved call's result comes before the next decision is made;
+	// decided together, either could be logged first.
+	r.waitOutput(t, regexp.MustCompile(`  approved\n← memory_set: \{"ok":true\}\n`))
 	out, err = cliOutput(t, srv.URL, "approve", session, run, second, "--deny", "not that one")
 	require.NoError(t, err)
 	assert.Equal(t, "denied memory_set (call "+second+")\n", out)

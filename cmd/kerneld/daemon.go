@@ -64,6 +64,7 @@ type daemon struct {
 // API. A bad agent file or a busy port fails before anything is served.
 func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slog.Logger, tracing *telemetry.Tracing) error {
 	d := &daemon{log: log, metrics: metrics.New(), tools: tools.NewRegistry(tools.Builtins()...), tracing: tracing}
+	enableTestFaults(getenv, log)
 	var err error
 	if d.targets, err = cfg.Webhooks.targets(); err != nil {
 		return err
@@ -94,6 +95,27 @@ func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slo
 	handler.set(d.handler)
 	log.Info("kerneld ready")
 	return d.run(ctx, servers, serveErr, cfg.HTTP.ShutdownTimeout)
+}
+
+// testFaultsEnv turns on the scripted model's crash faults when set to
+// "crash": a test of what survives a kill can then have a model call end
+// the process (crash_after_tokens) every time a run reaches it. It is an
+// environment variable, not a config key, so that no config file a daemon
+// is deployed with can turn it on.
+const testFaultsEnv = "KERNELD_TEST_FAULTS"
+
+// enableTestFaults turns the test faults on if the environment asks.
+func enableTestFaults(getenv func(string) string, log *slog.Logger) {
+	if getenv(testFaultsEnv) != "crash" {
+		return
+	}
+	log.Warn("test faults are on: a scripted agent with crash_after_tokens ends this process", "env", testFaultsEnv)
+	scripted.EnableCrashFaults(func() {
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			_ = p.Kill() // SIGKILL: nothing runs after it, as with kill -9
+		}
+		select {} // until the signal lands
+	})
 }
 
 // serveAPI listens on http.addr and serves handler there under the
@@ -346,7 +368,9 @@ func (d *daemon) recoverError(c StoreConfig, err error) error {
 }
 
 // run serves until ctx ends, reloading agents on SIGHUP, then shuts down
-// in order: streams and HTTP first, then runs, then the store.
+// in order, within shutdownTimeout: streams and HTTP first, then runs
+// (drained to their next step boundary and handed off: see close), then
+// the store.
 func (d *daemon) run(ctx context.Context, servers []*http.Server, serveErr chan error, shutdownTimeout time.Duration) error {
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	reloaded := make(chan struct{})
@@ -372,12 +396,22 @@ func (d *daemon) run(ctx context.Context, servers []*http.Server, serveErr chan 
 	return errors.Join(append(errs, d.close(shutdownCtx))...)
 }
 
-// close stops the kernel (cancelling runs and waiting for them to record
-// their end) and then the store.
+// close stops the kernel and then the store. The runs are drained first:
+// each is brought to its next step boundary and handed off, for another
+// replica (signalled at once) or the next start to continue, until
+// handoffGrace before ctx's deadline; then those still mid-step are cut
+// and handed off as they are.
 func (d *daemon) close(ctx context.Context) error {
 	var errs []error
 	if d.kernel != nil {
-		errs = append(errs, d.kernel.Close(ctx)) // 2. runs record their end; leases are released
+		if deadline, ok := ctx.Deadline(); ok { // a startup that failed has no time to drain
+			drainCtx, cancel := context.WithDeadline(ctx, deadline.Add(-handoffGrace(time.Until(deadline))))
+			if err := d.kernel.Drain(drainCtx); err != nil {
+				d.log.Warn("runs still mid-step at the end of the drain are handed off where they are", "err", err)
+			}
+			cancel()
+		}
+		errs = append(errs, d.kernel.Close(ctx)) // 2. runs leave; leases are released
 	}
 	if d.streams != nil {
 		d.streams.Close()
@@ -393,6 +427,13 @@ func (d *daemon) close(ctx context.Context) error {
 		errs = append(errs, d.db.Close()) // 3. nothing writes any more
 	}
 	return errors.Join(errs...)
+}
+
+// handoffGrace is the part of a shutdown budget kept, after the drain,
+// for cutting the runs still mid-step and handing them off: a tenth of
+// it, at most a second.
+func handoffGrace(budget time.Duration) time.Duration {
+	return min(max(budget, 0)/10, time.Second)
 }
 
 // reloadOnHangup reloads the agent definitions on every SIGHUP until ctx

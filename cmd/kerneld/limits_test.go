@@ -40,7 +40,7 @@ func startBinary(t *testing.T, args ...string) *process {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.cmd.Process.Kill(); _ = p.cmd.Wait() })
+	t.Cleanup(p.stop)
 	p.base = "http://" + waitAddr(t, p.logs.String)
 	pollUntil(t, "kerneld ready", func() bool { return p.status(t, "/readyz") == http.StatusOK })
 	return p

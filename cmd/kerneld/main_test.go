@@ -68,8 +68,9 @@ func post(t *testing.T, url, body string) map[string]any {
 }
 
 // TestRun_ServeAndShutdown starts kerneld in-process on the repository's
-// agents, streams a run, and stops it: the stream must end and run must
-// return well within the shutdown timeout.
+// agents, streams a run, and stops it: the stream must end at once, and
+// run must return within the shutdown timeout, though the run's model call
+// lasts longer (it is drained until the budget, then handed off).
 func TestRun_ServeAndShutdown(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -100,6 +101,7 @@ func TestRun_ServeAndShutdown(t *testing.T) {
 	if _, err := io.Copy(io.Discard, r); err != nil {
 		t.Fatalf("stream did not end cleanly: %v", err)
 	}
+	t.Logf("the stream ended %v after the stop", time.Since(start))
 	select {
 	case err := <-done:
 		if err != nil {
@@ -136,7 +138,9 @@ func TestRun_BadAgentFile(t *testing.T) {
 }
 
 // TestProcess_SIGTERM runs the real binary and stops it with SIGTERM while
-// a run streams: it must exit 0 within the shutdown timeout.
+// a run streams a model call longer than the shutdown timeout: it must
+// exit 0 within that timeout, the run handed off where it was, for the
+// next start to continue.
 func TestProcess_SIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -168,8 +172,8 @@ func TestProcess_SIGTERM(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("no exit within the shutdown timeout\n%s", logs.String())
 	}
-	if !strings.Contains(logs.String(), "run ended") || !strings.Contains(logs.String(), "state=interrupted") {
-		t.Errorf("the active run was not recorded as interrupted:\n%s", logs.String())
+	if !strings.Contains(logs.String(), "run handed off for another process to continue") {
+		t.Errorf("the active run was not handed off:\n%s", logs.String())
 	}
 }
 

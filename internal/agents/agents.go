@@ -24,6 +24,7 @@ const (
 	defaultMaxHistoryMessages = 200
 	defaultApprovalTimeout    = 10 * time.Minute
 	defaultMCPCallTimeout     = 60 * time.Second
+	defaultMaxResumes         = 3
 )
 
 // Spec is one agent definition. Specs handed out by a Registry share their
@@ -46,6 +47,15 @@ type Spec struct {
 	ApprovalTimeout time.Duration
 	// ChildAgents are the agents this one may spawn; none when empty.
 	ChildAgents []string
+	// MaxResumes bounds how often a run of the agent is continued after
+	// its process died under it (a crash, a replica lost): the next time,
+	// it ends interrupted with code resume_limit. Default 3.
+	MaxResumes int
+	// OnCrash says what becomes of a run left unfinished by its process
+	// (a crash, a replica lost, a shutdown): OnCrashContinue (the default)
+	// continues it from its last completed step; OnCrashInterrupt ends it
+	// interrupted.
+	OnCrash string
 	// NoClientTools refuses the tools an AG-UI client offers a run
 	// (agent file `client_tools: false`); by default a client may.
 	NoClientTools bool
@@ -94,7 +104,23 @@ type ToolRef struct {
 	Name string
 	// RequireApproval makes every call wait for a human to approve it.
 	RequireApproval bool
+	// Retry says whether a call of the tool that a crash cut off may be
+	// made again when the run continues: RetrySafe or RetryNever; ""
+	// leaves it to the tool (tools.Definition.RetrySafe).
+	Retry string
 }
+
+// What becomes of a run its process left unfinished (Spec.OnCrash).
+const (
+	OnCrashContinue  = "continue"
+	OnCrashInterrupt = "interrupt"
+)
+
+// Whether a tool call cut off by a crash is made again (ToolRef.Retry).
+const (
+	RetrySafe  = "safe"
+	RetryNever = "never"
+)
 
 // Limits bound what one run of the agent may do.
 type Limits struct {
@@ -147,6 +173,10 @@ func (m MCPServer) Allows(tool string) bool {
 	return len(m.Allow) == 0 || slices.Contains(m.Allow, tool)
 }
 
+// Continues reports whether a run of the agent that its process left
+// unfinished is continued rather than ended interrupted.
+func (s Spec) Continues() bool { return s.OnCrash != OnCrashInterrupt }
+
 // MaySpawn reports whether the agent may spawn agent.
 func (s Spec) MaySpawn(agent string) bool { return slices.Contains(s.ChildAgents, agent) }
 
@@ -185,6 +215,12 @@ func withDefaults(s Spec) Spec {
 	}
 	if s.ApprovalTimeout == 0 {
 		s.ApprovalTimeout = defaultApprovalTimeout
+	}
+	if s.MaxResumes == 0 {
+		s.MaxResumes = defaultMaxResumes
+	}
+	if s.OnCrash == "" {
+		s.OnCrash = OnCrashContinue
 	}
 	s.MCPServers = slices.Clone(s.MCPServers) // the caller's slice stays as it was
 	for i := range s.MCPServers {

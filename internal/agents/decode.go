@@ -86,6 +86,8 @@ func parse(data []byte, getenv func(string) string) (Spec, error) {
 		},
 		"mcp_servers":      func(p string, n *yaml.Node) error { return decodeMCPServers(p, n, &s.MCPServers) },
 		"approval_timeout": duration(&s.ApprovalTimeout),
+		"max_resumes":      value(&s.MaxResumes),
+		"on_crash":         value(&s.OnCrash),
 		"child_agents":     value(&s.ChildAgents),
 		"client_tools": func(p string, n *yaml.Node) error {
 			allowed := true
@@ -189,7 +191,7 @@ func decodeModel(path string, n *yaml.Node, m *llm.ModelConfig) error {
 }
 
 // decodeTools decodes the tools list; an item is a tool name or a mapping
-// with name and require_approval.
+// with name, require_approval and retry.
 func decodeTools(path string, n *yaml.Node, refs *[]ToolRef) error {
 	items, err := listItems(path, n)
 	if err != nil {
@@ -207,6 +209,7 @@ func decodeTools(path string, n *yaml.Node, refs *[]ToolRef) error {
 		err := decodeMapping(p, item, map[string]fieldFunc{
 			"name":             value(&ref.Name),
 			"require_approval": value(&ref.RequireApproval),
+			"retry":            value(&ref.Retry),
 		})
 		if err != nil {
 			return err

@@ -87,7 +87,10 @@ tools:
   - current_time
   - name: memory_set
     require_approval: true
+    retry: never
 max_turns: 8
+max_resumes: 5
+on_crash: interrupt
 limits: {max_children: 2, max_depth: 3, run_timeout: 90s}
 memory:
   max_history_messages: 50
@@ -127,8 +130,10 @@ func TestLoad(t *testing.T) {
 			Options: map[string]any{"flavour": "vanilla", "nested": map[string]any{"a": []any{1, 2}}},
 		},
 		SystemPrompt: "You are a helpful assistant.",
-		Tools:        []agents.ToolRef{{Name: "current_time"}, {Name: "memory_set", RequireApproval: true}},
+		Tools:        []agents.ToolRef{{Name: "current_time"}, {Name: "memory_set", RequireApproval: true, Retry: agents.RetryNever}},
 		MaxTurns:     8,
+		MaxResumes:   5,
+		OnCrash:      agents.OnCrashInterrupt,
 		Limits:       agents.Limits{MaxChildren: 2, MaxDepth: 3, RunTimeout: 90 * time.Second},
 		Memory: agents.MemoryPolicy{MaxHistoryMessages: 50, Compaction: &agents.CompactionPolicy{
 			AtTokens: 4000, KeepLast: 6, Model: "gpt-4o-mini", Prompt: "Summarise.",
@@ -155,6 +160,9 @@ func TestLoad_Defaults(t *testing.T) {
 		s, err := r.Get(name)
 		require.NoError(t, err)
 		assert.Equal(t, 16, s.MaxTurns, name)
+		assert.Equal(t, 3, s.MaxResumes, name)
+		assert.Equal(t, agents.OnCrashContinue, s.OnCrash, name)
+		assert.True(t, s.Continues(), name)
 		assert.Equal(t, agents.Limits{MaxChildren: 5, MaxDepth: 1, RunTimeout: 10 * time.Minute}, s.Limits, name)
 		assert.Equal(t, agents.MemoryPolicy{MaxHistoryMessages: 200}, s.Memory, name)
 		assert.Empty(t, s.Tools, name)
@@ -235,6 +243,9 @@ func TestLoad_Rejects(t *testing.T) {
 		{"mcp tool not allowed", "name: x\n" + model + "mcp_servers: [{name: s, command: a, allow: [echo]}]\ntools: [{name: s__add, require_approval: true}]\n", `tools[0]: tool "s__add" is not in the allow list`},
 		{"tool of unknown mcp server", "name: x\n" + model + "tools: [other__echo]\n", `tools[0]: unknown tool "other__echo"`},
 		{"zero approval timeout", "name: x\n" + model + "approval_timeout: 0s\n", "approval_timeout: must be positive"},
+		{"negative max_resumes", "name: x\n" + model + "max_resumes: -1\n", "max_resumes: must not be negative"},
+		{"unknown on_crash", "name: x\n" + model + "on_crash: restart\n", `on_crash: must be "continue" or "interrupt", got "restart"`},
+		{"unknown tool retry", "name: x\n" + model + "tools: [{name: current_time, retry: maybe}]\n", `tools[0].retry: must be "safe" or "never", got "maybe"`},
 		{"bad child agent name", "name: x\n" + model + "child_agents: ['a b']\n", `child_agents[0]: "a b" is not an agent name`},
 		{"unknown child agent", "name: x\n" + model + "child_agents: [ghost]\n", `child_agents[0]: unknown agent "ghost"`},
 		{"unknown limits field", "name: x\n" + model + "limits: {max_childs: 1}\n", "limits.max_childs: unknown field"},

@@ -173,6 +173,10 @@ func validateLimits(s Spec) error {
 		return fieldError("memory.max_history_messages", "must be at least 1")
 	case s.ApprovalTimeout <= 0:
 		return fieldError("approval_timeout", "must be positive")
+	case s.MaxResumes < 0:
+		return fieldError("max_resumes", "must not be negative")
+	case s.OnCrash != OnCrashContinue && s.OnCrash != OnCrashInterrupt:
+		return fieldError("on_crash", "must be %q or %q, got %q", OnCrashContinue, OnCrashInterrupt, s.OnCrash)
 	}
 	return nil
 }
@@ -232,6 +236,9 @@ func validateTools(s Spec, known func(string) bool) error {
 			return fieldError(field, "duplicate tool %q (also tools[%d])", t.Name, j)
 		}
 		seen[t.Name] = i
+		if t.Retry != "" && t.Retry != RetrySafe && t.Retry != RetryNever {
+			return fieldError(field+".retry", "must be %q or %q, got %q", RetrySafe, RetryNever, t.Retry)
+		}
 		if srv, ok := s.MCPServerOf(t.Name); ok {
 			if !srv.Allows(strings.TrimPrefix(t.Name, srv.Name+MCPSeparator)) {
 				return fieldError(field, "tool %q is not in the allow list of MCP server %q", t.Name, srv.Name)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/store/sqlite"
 )
@@ -30,18 +31,20 @@ model: {provider: scripted, token_delay: 10ms, script: [{text: "` +
 // TestDiskFull_MidRun fills a SQLite store to the brim while a run streams
 // (PRAGMA max_page_count, which fails writes as a full disk does) and
 // checks, through the HTTP API, what clients see during the outage and
-// after space returns: the run is not said to have ended before its end
-// is recorded, new runs and the cancel are refused 503 storage_unavailable
-// with Retry-After, writes answer 503 or succeed but never 500, the stream
-// shows nothing the log lacks; once space returns the run ends
-// interrupted, the stream shows that end with no gap, and the session
-// takes runs again.
+// after space returns: the run pauses, and is not said to have ended,
+// new runs and the cancel are refused 503 storage_unavailable with
+// Retry-After, writes answer 503 or succeed but never 500, the stream
+// shows nothing the log lacks; once space returns the run is continued
+// (kerneld.run.resumed, store_outage) and ends with its whole answer, the
+// stream shows it with no gap, and the session takes runs again. The
+// lease TTL, which bounds how long a run retries its writes before it
+// pauses, is short so the test is.
 func TestDiskFull_MidRun(t *testing.T) {
 	db, err := sqlite.Open(t.Context(), sqlite.Options{Path: filepath.Join(t.TempDir(), "kerneld.db")})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() }) // after the kernel's cleanup, which comes later
 	ts := newServer(t, serverOptions{kernel: kerneltest.Options{Store: db,
-		Agents: []string{kerneltest.Echo, fillerAgent}}})
+		Agents: []string{kerneltest.Echo, fillerAgent}, Replication: kernel.Replication{LeaseTTL: 300 * time.Millisecond}}})
 	id := ts.createSession(t, "filler")
 	other := ts.createSession(t, "echo")
 	stream := ts.openStream(t, "GET", "/sessions/"+id+"/events", "")
@@ -67,15 +70,20 @@ func TestDiskFull_MidRun(t *testing.T) {
 
 	limitPages(t, db, 1<<30) // space again
 	run := ts.waitRun(t, id, runID)
-	assert.Equal(t, "interrupted", run["state"])
+	assert.Equal(t, "succeeded", run["state"])
 	if !runEnded(seen[len(seen)-1]) {
 		seen = append(seen, stream.events(t, runEnded)...)
 	}
 	assertSeqs(t, seen, seen[0].id, int64(run["end_seq"].(float64)))
-	end := seen[len(seen)-1]
-	assert.Equal(t, "RUN_ERROR", end.event)
-	assert.Contains(t, end.data, `"code":"interrupted"`)
-	assert.Contains(t, end.data, "the store failed")
+	assert.Equal(t, "RUN_FINISHED", seen[len(seen)-1].event)
+	resumed := 0
+	for _, f := range seen {
+		if f.event == "CUSTOM" && strings.Contains(f.data, `"name":"kerneld.run.resumed"`) {
+			resumed++
+			assert.Contains(t, f.data, `"reason":"store_outage"`)
+		}
+	}
+	assert.Equal(t, 1, resumed, "the run was continued once")
 	ts.must(t, http.StatusOK, "GET", "/readyz", "")
 	next := ts.startRun(t, id, "again")
 	assert.Equal(t, "succeeded", ts.waitRun(t, id, next)["state"], "the session takes runs again")

@@ -54,6 +54,7 @@ type runResponse struct {
 	Usage          usageResponse     `json:"usage"`
 	StartSeq       *int64            `json:"start_seq"`
 	EndSeq         *int64            `json:"end_seq"`
+	Resumes        int               `json:"resumes"`
 }
 
 func toRunResponse(r session.Run) runResponse {
@@ -64,7 +65,7 @@ func toRunResponse(r session.Run) runResponse {
 		CreatedAt: r.CreatedAt.UTC(),
 		StartedAt: nullableTime(r.StartedAt), EndedAt: nullableTime(r.EndedAt),
 		Usage:    usageResponse{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens},
-		StartSeq: nullableSeq(r.StartSeq), EndSeq: nullableSeq(r.EndSeq),
+		StartSeq: nullableSeq(r.StartSeq), EndSeq: nullableSeq(r.EndSeq), Resumes: r.Resumes,
 	}
 	if r.Error != nil {
 		out.Error = &runErrorResponse{Code: r.Error.Code, Message: r.Error.Message}

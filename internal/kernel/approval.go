@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -44,16 +43,12 @@ type decision struct {
 	reason     string
 }
 
-// errSuspended stops a run waiting for approvals when kerneld shuts down:
-// it is left waiting, to be resumed at the next start.
-var errSuspended = errors.New("run suspended while waiting for approval")
-
 // Decide approves or denies a tool call that run runID is waiting on. The
 // decision is recorded on the run, where its owner, on this replica or
 // another, picks it up at once: an approved call runs, a denied one
 // returns "denied: <reason>" to the model. A request can be decided the
 // moment it is in the log, even before the run has recorded that it waits,
-// and while a run suspended by a shutdown waits for a replica to resume it.
+// and while a run handed off at shutdown waits for a replica to continue it.
 // Deciding twice, or on a run that has ended, is a conflict.
 func (k *Kernel) Decide(ctx context.Context, sessionID, runID, toolCallID string, approve bool, reason string) (Approval, error) {
 	got, err := k.GetRun(ctx, sessionID, runID)
@@ -219,4 +214,19 @@ func deniedContent(reason string) string {
 		return "denied"
 	}
 	return fmt.Sprintf("denied: %s", reason)
+}
+
+// pendingApprovals returns the tool calls of run still awaiting a decision.
+func (k *Kernel) pendingApprovals(ctx context.Context, run session.Run) (map[string]bool, error) {
+	evs, err := k.runEvents(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	pending := map[string]bool{}
+	for _, a := range approvalsOf(evs, run.ID, false) {
+		if a.State == ApprovalPending {
+			pending[a.ToolCallID] = true
+		}
+	}
+	return pending, nil
 }

@@ -51,10 +51,16 @@ func (r *runner) callTools(ctx context.Context, calls []session.ToolCall) error 
 
 // start runs call c in its own goroutine, owned by the batch.
 func (b *toolBatch) start(c session.ToolCall) {
+	b.startWith(func(ctx context.Context) toolResult { return b.r.callTool(ctx, c) })
+}
+
+// startWith runs call, which answers a tool call, in its own goroutine,
+// owned by the batch.
+func (b *toolBatch) startWith(call func(context.Context) toolResult) {
 	b.wg.Go(func() {
 		b.sem <- struct{}{}
 		defer func() { <-b.sem }()
-		b.results <- b.r.callTool(b.ctx, c)
+		b.results <- call(b.ctx)
 	})
 }
 
@@ -96,7 +102,11 @@ func (b *toolBatch) await(gated []session.ToolCall) {
 
 // collect records n results: of calls running and of calls decided, or
 // denied when their approval expires. It returns once all are recorded,
-// or when the run is stopped.
+// or when the run is stopped. Meanwhile it logs what others post to the
+// run, before each result, so that a call's own notices (a spawned
+// child's start and end) precede its result. Asked to leave, it lets the
+// running calls finish, then leaves the undecided ones waiting for
+// whoever continues the run.
 func (b *toolBatch) collect(n int) error {
 	var expired <-chan time.Time
 	if len(b.gated) > 0 {
@@ -111,21 +121,42 @@ func (b *toolBatch) collect(n int) error {
 			err = e
 		}
 	}
+	leave := b.r.ar.leave
 	for n > 0 {
+		if leave == nil && n == len(b.gated) {
+			return b.leave(err)
+		}
 		select {
 		case res := <-b.results:
 			n--
+			keep(b.r.logNotices())
 			keep(b.r.recordResult(res))
 		case d := <-decisions:
 			n -= b.decide(d, keep)
 		case <-expired:
 			n -= b.expire(keep)
+		case <-b.r.ar.notices.wake:
+			keep(b.r.logNotices())
+		case <-leave:
+			leave = nil // from now on, leave once only undecided calls are left
 		case <-b.ctx.Done():
 			return b.stop()
 		}
 	}
 	b.wg.Wait()
 	return err
+}
+
+// leave stops a batch whose run leaves, its process shutting down, once
+// only calls awaiting a person's decision are left: they wait again under
+// whoever continues the run.
+func (b *toolBatch) leave(err error) error {
+	b.wg.Wait()
+	b.r.forget()
+	if err != nil {
+		return err
+	}
+	return errHandoff
 }
 
 // decide applies a person's decision; it returns 1 when that produced the
@@ -167,20 +198,24 @@ func (b *toolBatch) expire(keep func(error)) int {
 	return n
 }
 
-// stop ends the batch of a stopped run: running calls finish (they see the
-// cancelled context), and those that succeeded are recorded. A run stopped
-// by shutdown while awaiting decisions is suspended, to be resumed at the
-// next start; any other stop leaves the undecided calls to finish.
+// stop ends the batch of a stopped run: running calls finish (they see
+// the cancelled context), and those that succeeded are recorded. The
+// undecided calls are left to the run's end, which resolves them, unless
+// the run leaves to be continued elsewhere: then they wait again there.
 func (b *toolBatch) stop() error {
 	b.wg.Wait()
 	for len(b.results) > 0 {
 		if res := <-b.results; !res.isError {
-			_ = b.r.recordResult(res) // the run is ending; a store failure is logged by finish
+			_ = b.r.recordResult(res) // the run is stopping; a store failure shows there
 		}
 	}
 	cause := context.Cause(b.ctx)
-	if len(b.gated) > 0 && errors.Is(cause, errShutdown) {
-		return errSuspended
+	shutdown := errors.Is(cause, errHandoff) || errors.Is(cause, errShutdown)
+	if shutdown && len(b.gated) > 0 {
+		// Waiting for a person is no work to cut: whatever the agent says
+		// of runs its process leaves, this one waits again where it goes on.
+		b.r.forget()
+		return errHandoff
 	}
 	for id := range b.gated {
 		b.r.undecided = append(b.r.undecided, id)

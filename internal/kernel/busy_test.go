@@ -241,8 +241,11 @@ func waitRuns(t *testing.T, k *kernel.Kernel, sessionID string, n int) []session
 	return runs
 }
 
-// TestKernel_QueueSurvivesRestart: runs queued when kerneld stops start,
-// in order, when it starts again.
+// TestKernel_QueueSurvivesRestart: kerneld stops while a run waits in a
+// tool call with runs queued behind it. When it starts again the run is
+// continued (the cut call, not safe to retry, answered as one that may
+// or may not have taken effect) and the queued runs start after it, in
+// order.
 func TestKernel_QueueSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kerneld.db")
 	db, err := sqlite.Open(t.Context(), sqlite.Options{Path: path})
@@ -265,12 +268,24 @@ func TestKernel_QueueSurvivesRestart(t *testing.T) {
 	assert.Equal(t, session.RunQueued, r.State, "a stop leaves queued runs queued")
 	_, err = k2.Recover(t.Context())
 	require.NoError(t, err)
+	waitRun(t, k2.Kernel, rec, s.ID, first.ID)
 	k2.Wait.Release()
 	waitRun(t, k2.Kernel, rec, s.ID, third.ID)
-	assert.Equal(t, session.RunInterrupted, mustGetRun(t, k2.Kernel, s.ID, first.ID).State)
+	continued := mustGetRun(t, k2.Kernel, s.ID, first.ID)
+	assert.Equal(t, session.RunSucceeded, continued.State)
+	assert.Equal(t, 1, continued.Resumes)
+	assert.Equal(t, 0, continued.Crashes, "a shutdown is not a crash")
 	assert.Equal(t, session.RunSucceeded, mustGetRun(t, k2.Kernel, s.ID, second.ID).State)
-	assert.Equal(t, []string{first.ID, second.ID, third.ID}, startedOrder(t, logOf(t, k2.Kernel, s.ID)))
-	aguitest.Verify(t, logOf(t, k2.Kernel, s.ID))
+	evs := logOf(t, k2.Kernel, s.ID)
+	assert.Equal(t, []string{first.ID, second.ID, third.ID}, startedOrder(t, evs))
+	resumed := customEvents(runEvents(evs, first.ID), session.CustomRunResumed)
+	require.Len(t, resumed, 1)
+	assert.Equal(t, session.ResumeShutdown, customValue(t, resumed[0])["reason"])
+	waitCall := callIDsOf(t, runEvents(evs, first.ID), "wait")
+	require.Len(t, waitCall, 1)
+	assert.Contains(t, resultOf(evs, waitCall[0]), "may or may not have taken effect")
+	aguitest.Verify(t, evs)
+	checkHistory(t, historyOf(t, k2.Kernel, s.ID))
 }
 
 func mustGetRun(tb testing.TB, k *kernel.Kernel, sessionID, runID string) session.Run {
@@ -464,7 +479,7 @@ func waitStopRecorded(t *testing.T, st kernel.Store, run session.Run) {
 // it: handoff waits for the session's lock the post holds.
 func TestKernel_QueueRacesHandoff(t *testing.T) {
 	reached := make(chan string, 1)
-	kernel.OnHandoff(t, func(ended session.Run) {
+	kernel.OnRunEnded(t, func(ended session.Run) {
 		select {
 		case reached <- ended.ID:
 		default:

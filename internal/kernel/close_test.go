@@ -3,6 +3,7 @@ package kernel_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,9 +18,9 @@ import (
 )
 
 func TestKernel_Close(t *testing.T) {
-	t.Run("interrupts active runs", testCloseInterrupts)
+	t.Run("hands active runs off", testCloseHandsOff)
 	t.Run("idle", testCloseIdle)
-	t.Run("runs accepted while closing end before Close returns", testCloseRace)
+	t.Run("runs accepted while closing are ended or handed off before Close returns", testCloseRace)
 }
 
 // closeKernel closes k, failing the test if that takes too long.
@@ -30,8 +31,15 @@ func closeKernel(tb testing.TB, k *kernel.Kernel) {
 	require.NoError(tb, k.Close(ctx))
 }
 
-func testCloseInterrupts(t *testing.T) {
-	k, rec := newKernel(t, kerneltest.Options{})
+// testCloseHandsOff closes a kernel under streaming runs, a run in a tool
+// call and a run of an agent that does not continue runs. The first are
+// left running for the next process, each saying on its record that it
+// was handed off, with nothing more logged; the last ends interrupted as
+// before. An idle session is left alone, and the kernel refuses new runs.
+func testCloseHandsOff(t *testing.T) {
+	agents := append(slices.Clone(kerneltest.DefaultAgents),
+		"name: stubborn\non_crash: interrupt\nmodel: {provider: scripted, token_delay: 20ms, script: [{text: \""+slowAnswer+"\"}]}\n")
+	k, rec := newKernel(t, kerneltest.Options{Agents: agents})
 	idle := mustSession(t, k.Kernel, "echo")
 	runToEnd(t, k.Kernel, rec, idle.ID, "done already")
 	type active struct {
@@ -39,8 +47,8 @@ func testCloseInterrupts(t *testing.T) {
 		run session.Run
 	}
 	var runs []active
-	for range 3 {
-		s := mustSession(t, k.Kernel, "slow")
+	for _, agent := range []string{"slow", "slow", "stubborn"} {
+		s := mustSession(t, k.Kernel, agent)
 		run := mustRun(t, k.Kernel, s.ID, "talk")
 		rec.WaitEvents(t, s.ID, run.ID, session.EventTextMessageContent, 2)
 		runs = append(runs, active{s, run})
@@ -56,21 +64,25 @@ func testCloseInterrupts(t *testing.T) {
 	closeKernel(t, k.Kernel)
 
 	for _, a := range runs {
-		evs := verifiedLog(t, k.Kernel, a.s.ID)
-		end := evs[len(evs)-1]
-		require.Equal(t, session.EventRunError, end.Type, "session %s (%s)", a.s.ID, a.s.Agent)
-		assert.Equal(t, "interrupted", end.Member("code"))
 		got, err := k.GetRun(t.Context(), a.s.ID, a.run.ID)
 		require.NoError(t, err)
-		assert.Equal(t, session.RunInterrupted, got.State)
-		require.NotNil(t, got.Error)
-		assert.Equal(t, "interrupted", got.Error.Code)
-		assert.Equal(t, end.Seq, got.EndSeq)
 		s, err := k.GetSession(t.Context(), a.s.ID)
 		require.NoError(t, err)
-		assert.Equal(t, session.StateError, s.State)
-		assert.Empty(t, s.ActiveRunID)
-		checkHistory(t, historyOf(t, k.Kernel, a.s.ID))
+		evs := logOf(t, k.Kernel, a.s.ID)
+		if a.s.Agent == "stubborn" {
+			end := evs[len(evs)-1]
+			require.Equal(t, session.EventRunError, end.Type)
+			assert.Equal(t, "interrupted", end.Member("code"))
+			assert.Equal(t, session.RunInterrupted, got.State)
+			assert.Equal(t, session.StateError, s.State)
+			checkLog(t, a.s.ID, evs)
+			continue
+		}
+		assert.Equal(t, session.RunRunning, got.State, "session %s (%s)", a.s.ID, a.s.Agent)
+		assert.Equal(t, session.ResumeShutdown, got.Handoff, "session %s (%s)", a.s.ID, a.s.Agent)
+		assert.Equal(t, a.run.ID, s.ActiveRunID, "the session still names its run")
+		assert.False(t, evs[len(evs)-1].Type.Ends(), "nothing ends a handed-off run")
+		assert.Equal(t, len(rec.Events(a.s.ID)), len(evs), "every logged event was observed")
 	}
 	s, err := k.GetSession(t.Context(), idle.ID)
 	require.NoError(t, err)
@@ -92,10 +104,10 @@ func testCloseIdle(t *testing.T) {
 }
 
 // testCloseRace closes kernels while runs are being accepted. When Close
-// returns, every run the kernel accepted must have ended and been
-// recorded, and nothing may be logged afterwards. A slow observer of
-// RUN_STARTED holds runs in the middle of being accepted, so Close finds
-// some there.
+// returns, every run the kernel accepted must have ended or been handed
+// off (its record says so, for the next process), and nothing may be
+// logged afterwards. A slow observer of RUN_STARTED holds runs in the
+// middle of being accepted, so Close finds some there.
 func testCloseRace(t *testing.T) {
 	const rounds, n = 3, 32
 	for round := range rounds {
@@ -124,7 +136,7 @@ func testCloseRace(t *testing.T) {
 			runs, err := k.ListRuns(t.Context(), s.ID, kernel.PageRequest{})
 			require.NoError(t, err)
 			for _, r := range runs.Items {
-				if !r.State.Terminal() {
+				if !r.State.Terminal() && r.State != session.RunQueued && r.Handoff != session.ResumeShutdown {
 					live = append(live, r.ID)
 				}
 			}
@@ -132,7 +144,7 @@ func testCloseRace(t *testing.T) {
 		observed := totalEvents(rec)
 		wg.Wait()
 		closeKernel(t, k.Kernel) // waits for runs Close forgot
-		assert.Empty(t, live, "round %d: Close returned while these runs were still running", round)
+		assert.Empty(t, live, "round %d: Close returned while these runs were still running, not handed off", round)
 		assert.Equal(t, observed, totalEvents(rec), "round %d: events were logged after Close returned", round)
 		for i, err := range errs {
 			if err != nil && !errors.Is(err, errdefs.ErrUnavailable) {

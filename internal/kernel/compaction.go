@@ -176,7 +176,7 @@ func (r *runner) summarise(ctx context.Context, p agents.CompactionPolicy, model
 	}
 	var text strings.Builder
 	var usage llm.Usage
-	err := r.spec.Provider.Stream(ctx, req, func(c llm.Chunk) error {
+	err := r.stream(ctx, req, func(c llm.Chunk) error {
 		text.WriteString(c.Text)
 		if c.Usage != nil {
 			usage = *c.Usage

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync/atomic"
 	"time"
 
-	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
@@ -21,62 +19,23 @@ var (
 	// queuedRecorded is called once a run posted to a busy session is
 	// stored as queued and before its session's owner is told.
 	queuedRecorded func(run session.Run)
-	// beforeHandoff is called by a session's driver once ended, its run,
-	// has ended and before the driver picks what runs next.
-	beforeHandoff func(ended session.Run)
+	// afterRunEnded is called by a session's driver once ended, its run,
+	// has stopped and before the driver picks what runs next.
+	afterRunEnded func(ended session.Run)
+	// drainAsked is called by Drain once it has asked every run to leave,
+	// before it waits for them.
+	drainAsked func()
 )
 
-// activeRun is the run a held session is executing, from its start to
-// the end its goroutine records.
-type activeRun struct {
-	run    session.Run // as it started; the run goroutine keeps its own copy
-	tenant string      // the session's, whose quotas the run counts against
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	done   chan struct{} // closed once the run has ended and been recorded
-	// ending is set just before the run emits its terminal event: from
-	// then on a steer can no longer join it.
-	ending atomic.Bool
-	// unrecorded is set once the run has stopped but the store refused its
-	// end: it waits for the store (see runner.repair).
-	unrecorded atomic.Bool
-	events     *eventWriter
-	// resuming marks a run that waited for approvals when its previous
-	// owner stopped: it picks up its last turn from the log.
-	resuming bool
-
-	// Guarded by held.mu:
-	steers    []session.Run   // queued steers handed to the run, to join its next model call
-	awaiting  map[string]bool // tool calls waiting for a person's decision
-	decisions chan decision   // decisions for awaited calls, buffered for all of them
-	suspended bool            // it stopped waiting for approvals, to wait again later
-}
-
-// newActiveRun returns the record of run, whose context stops with the
-// session's (a shutdown, a lost lease).
-func newActiveRun(h *held, s session.Session, run session.Run) *activeRun {
-	ctx, cancel := context.WithCancelCause(h.ctx)
-	return &activeRun{run: run, tenant: s.Tenant, ctx: ctx, cancel: cancel, done: make(chan struct{})}
-}
-
-// current returns the session's active run, or nil.
-func (h *held) current() *activeRun {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.active
-}
-
-// drive is the body of a held session's driver: it resumes what a previous
-// owner left, then starts the session's queued runs one at a time, in
-// order, applying what clients ask of them (see control), until none is
-// left; then it releases the lease. It stops when the session's context
-// ends: at shutdown, after the active run ended or was suspended, and
-// when the lease is lost, at once and without writing.
+// drive is the body of a held session's driver: it takes up what a
+// previous owner left (see continueLeft), then starts the session's
+// queued runs one at a time, in order, applying what clients ask of them
+// (see control), until none is left; then it releases the lease. It stops
+// when the session's context ends (a lost lease, a shutdown past its drain
+// budget), or once the kernel is closing and its run has left.
 func (k *Kernel) drive(h *held) {
 	defer k.changes.notify(h.id)
-	if err := k.resumeHeld(h); err != nil && h.ctx.Err() == nil {
-		k.log.Error("resume session", "session", h.id, "err", err)
-	}
+	k.continueLeft(h)
 	var tick <-chan time.Time
 	if k.repl.CheckInterval > 0 {
 		t := time.NewTicker(k.repl.CheckInterval)
@@ -85,19 +44,18 @@ func (k *Kernel) drive(h *held) {
 	}
 	for {
 		ar := h.current()
-		switch {
-		case ar == nil && h.ctx.Err() != nil:
-			k.owner.release(h)
-			return
-		case ar == nil:
-			if !k.startNext(h) && k.owner.leave(h) {
+		if ar == nil {
+			if h.ctx.Err() == nil && k.startNext(h) {
+				continue
+			}
+			if k.owner.leave(h) {
 				return
 			}
 			continue
 		}
 		select {
 		case <-ar.done:
-			k.afterRun(h, ar)
+			k.runStopped(h, ar)
 		case <-h.wake:
 			k.control(h)
 		case <-tick:
@@ -105,34 +63,9 @@ func (k *Kernel) drive(h *held) {
 		case <-h.ctx.Done():
 			ar.cancel(context.Cause(h.ctx))
 			<-ar.done
-			k.afterRun(h, ar)
+			k.runStopped(h, ar)
 		}
 	}
-}
-
-// afterRun forgets h's ended run. When nothing starts next, the session is
-// settled: its state tells how the run went. A run lost with the lease
-// changes nothing; a suspended one leaves the session waiting.
-func (k *Kernel) afterRun(h *held, ar *activeRun) {
-	h.mu.Lock()
-	h.active = nil
-	suspended := ar.suspended
-	h.mu.Unlock()
-	run, err := k.store.GetRun(context.WithoutCancel(h.ctx), h.id, ar.run.ID)
-	if err != nil {
-		run = ar.run
-	}
-	if beforeHandoff != nil {
-		beforeHandoff(run)
-	}
-	k.changes.notify(h.id)
-	if suspended || errors.Is(context.Cause(h.ctx), errLeaseLost) {
-		return
-	}
-	if h.ctx.Err() == nil && k.startNext(h) {
-		return // the session stays running, under its next run
-	}
-	k.settle(h, run)
 }
 
 // startNext starts the session's first startable queued run and reports
@@ -181,90 +114,6 @@ func boolOrder(a, b bool) int {
 	return -1
 }
 
-// startQueued starts run, queued, as h's active run and reports whether
-// it started. A run stopped before it could start (its session closed, a
-// cancel that got there first, its agent gone) is recorded as such.
-func (k *Kernel) startQueued(h *held, run session.Run) bool {
-	if beforeQueuedStart != nil {
-		beforeQueuedStart(h.ctx, run)
-	}
-	if h.ctx.Err() != nil {
-		return false
-	}
-	ctx := context.WithoutCancel(h.ctx)
-	s, err := k.store.GetSession(ctx, h.id)
-	if err != nil || s.State == session.StateClosed || run.CancelRequested {
-		k.endUnstarted(h, run, session.RunCancelled, nil)
-		return false
-	}
-	spec, err := k.runnableAgent(s.Agent)
-	if err != nil {
-		k.endUnstarted(h, run, session.RunFailed, &session.RunError{Code: session.ErrorCodeInternal, Message: err.Error()})
-		return false
-	}
-	run.Model = k.modelOf(spec, s, run)
-	ar := newActiveRun(h, s, run)
-	logged, startErr := k.start(ctx, h, s, &ar.run)
-	if !logged {
-		if !errors.Is(startErr, session.ErrStale) {
-			k.log.Error("start run", "session", h.id, "run", run.ID, "err", startErr)
-		}
-		return false // cancelled meanwhile, or the store failed: the run stays as recorded
-	}
-	k.launch(h, ar, spec, startErr)
-	return true
-}
-
-// launch makes ar, whose RUN_STARTED is in the log, h's active run and
-// runs it on a goroutine of its own. Once RUN_STARTED is in the log the
-// run must end there too: startErr, a failure after that point, ends it
-// as internal.
-func (k *Kernel) launch(h *held, ar *activeRun, spec agents.Spec, startErr error) {
-	ar.events = newEventWriter(k, context.WithoutCancel(ar.ctx), h.token, ar.run.SessionID, ar.run.ID)
-	h.mu.Lock()
-	h.active = ar
-	h.mu.Unlock()
-	k.changes.notify(h.id)
-	k.quotas.RunStarted(ar.tenant)
-	k.wg.Go(func() {
-		defer close(ar.done)
-		defer ar.cancel(nil)
-		defer k.quotas.RunEnded(ar.tenant)
-		run := ar.run
-		k.execute(h, ar, &run, spec, startErr)
-	})
-}
-
-// endUnstarted records the end of a queued run that never started, if it
-// is still queued; a run cancelled meanwhile stays as it is.
-func (k *Kernel) endUnstarted(h *held, run session.Run, state session.RunState, runErr *session.RunError) {
-	err := k.updateRun(context.WithoutCancel(h.ctx), &run, func(r *session.Run) error {
-		if r.State != session.RunQueued {
-			return errUnchanged
-		}
-		r.State, r.EndedAt, r.Error = state, k.now(), runErr
-		return nil
-	})
-	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		k.log.Error("record unstarted run", "session", run.SessionID, "run", run.ID, "err", err)
-	}
-	k.changes.notify(h.id)
-}
-
-// settle records on h's session that its last run, ended, is over and
-// nothing runs next: its state tells how the run went, and its TTL starts
-// again.
-func (k *Kernel) settle(h *held, ended session.Run) {
-	now := k.now().UTC()
-	err := k.updateSession(context.WithoutCancel(h.ctx), h.id, func(s *session.Session) error {
-		return afterRun(s, ended, now)
-	})
-	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		k.log.Error("record session state", "session", h.id, "run", ended.ID, "err", err)
-	}
-	k.changes.notify(h.id)
-}
-
 // control applies what the store says clients asked of h's session since
 // the driver last looked: a closed session, a cancel, approval decisions,
 // and new queued runs, which interrupt, steer or wait behind the active
@@ -272,8 +121,8 @@ func (k *Kernel) settle(h *held, ended session.Run) {
 func (k *Kernel) control(h *held) {
 	ctx := context.WithoutCancel(h.ctx)
 	ar := h.current()
-	if ar == nil {
-		return // the driver's loop starts what is queued
+	if ar == nil || ar.paused.Load() {
+		return // the driver's loop starts what is queued, or waits for the store
 	}
 	s, err := k.store.GetSession(ctx, h.id)
 	if errors.Is(err, errdefs.ErrNotFound) || (err == nil && s.State == session.StateClosed) {
@@ -295,13 +144,14 @@ func (k *Kernel) control(h *held) {
 // the driver last looked: a cancel ends one before it starts, and the
 // active run's stream says so. It announces the others the driver has not
 // seen yet in that stream, and applies their busy policy: an interrupt
-// stops the active run, a steer joins it.
+// stops the active run, a steer joins it. The notices are posted to the
+// active run, whose goroutine logs them.
 func (k *Kernel) takeQueue(h *held, ar *activeRun, queue []session.Run) {
 	position := 0
 	for _, run := range queue {
 		if run.CancelRequested {
-			k.endUnstarted(h, run, session.RunCancelled, nil)
-			_ = ar.events.write(cancelledNotice(run.ID)) // fails only once the run's end is logged
+			k.endQueued(h, run, session.RunCancelled, nil)
+			ar.notices.post(cancelledNotice(run.ID)) // refused only once the run's end is logged
 			continue
 		}
 		position++
@@ -317,7 +167,7 @@ func (k *Kernel) takeQueue(h *held, ar *activeRun, queue []session.Run) {
 			if run.IfBusy == string(BusyInterrupt) {
 				ar.cancel(errInterrupted)
 			}
-			_ = ar.events.write(queuedNotice(run.ID, position))
+			ar.notices.post(queuedNotice(run.ID, position))
 		}
 	}
 }

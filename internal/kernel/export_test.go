@@ -24,10 +24,18 @@ func OnQueuedRecorded(tb testing.TB, f func(run session.Run)) {
 	tb.Cleanup(func() { queuedRecorded = nil })
 }
 
-// OnHandoff makes f run, until the test ends, on a session's run goroutine
-// once its run is recorded as ended and before handoff picks a successor.
-// Call it before creating the kernel.
-func OnHandoff(tb testing.TB, f func(ended session.Run)) {
-	beforeHandoff = f
-	tb.Cleanup(func() { beforeHandoff = nil })
+// OnRunEnded makes f run, until the test ends, on a session's driver once
+// its run has stopped and before the driver picks what runs next. Call it
+// before creating the kernel.
+func OnRunEnded(tb testing.TB, f func(ended session.Run)) {
+	afterRunEnded = f
+	tb.Cleanup(func() { afterRunEnded = nil })
+}
+
+// OnDrainAsked makes f run, until the test ends, once Drain has asked every
+// run to leave and before it waits for them. Call it before creating the
+// kernel.
+func OnDrainAsked(tb testing.TB, f func()) {
+	drainAsked = f
+	tb.Cleanup(func() { drainAsked = nil })
 }

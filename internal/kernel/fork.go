@@ -317,7 +317,7 @@ func (k *Kernel) seedFork(ctx context.Context, token int64, f *session.Session, 
 		return err
 	}
 	return k.updateSession(ctx, f.ID, func(s *session.Session) error {
-		err := afterRun(s, run, k.now().UTC())
+		err := settledState(s, run, k.now().UTC())
 		*f = *s
 		f.Version++
 		return err

@@ -116,10 +116,11 @@ func (k *Kernel) queuedSessions(ctx context.Context) (map[string]bool, error) {
 }
 
 // stallLoop watches the runs this replica executes, a quarter of the
-// stall time apart, and logs CUSTOM kerneld.run.stalled once in each run
-// that has logged nothing for the stall time, unless it waits for a
-// person's decision. The notice is in the log, so every replica's
-// streams and statuses see it.
+// stall time apart, and has CUSTOM kerneld.run.stalled logged once in
+// each run that has logged nothing for the stall time, unless it waits
+// for a person's decision: it posts the notice, and the run's goroutine,
+// waiting on its model or its tools, logs it. The notice is in the log,
+// so every replica's streams and statuses see it.
 func (k *Kernel) stallLoop() {
 	t := time.NewTicker(min(max(k.stallAfter/4, 5*time.Millisecond), 15*time.Second))
 	defer t.Stop()
@@ -137,7 +138,7 @@ func (k *Kernel) stallLoop() {
 				continue
 			}
 			noticed[ar] = true
-			_ = ar.events.write(session.Custom(session.CustomRunStalled, map[string]any{ // a run that ended meanwhile refuses it
+			ar.notices.post(session.Custom(session.CustomRunStalled, map[string]any{ // a run that ended meanwhile refuses it
 				"runId": ar.run.ID, "stallAfterMs": k.stallAfter.Milliseconds(),
 			}))
 		}
@@ -150,18 +151,13 @@ func (k *Kernel) stallLoop() {
 }
 
 // running returns the runs this replica executes that do not wait for a
-// person's decision.
+// person's decision or for the store.
 func (o *owner) running() []*activeRun {
-	o.mu.Lock()
-	hs := make([]*held, 0, len(o.held))
-	for _, h := range o.held {
-		hs = append(hs, h)
-	}
-	o.mu.Unlock()
+	hs := o.sessions()
 	var out []*activeRun
 	for _, h := range hs {
 		h.mu.Lock()
-		if ar := h.active; ar != nil && len(ar.awaiting) == 0 && !ar.suspended {
+		if ar := h.active; ar != nil && len(ar.awaiting) == 0 && !ar.paused.Load() {
 			out = append(out, ar)
 		}
 		h.mu.Unlock()

@@ -72,3 +72,20 @@ func (r *runner) addUsage(model string, u llm.Usage) {
 	}
 	r.byModel = append(r.byModel, session.ModelUsage{Provider: r.spec.Model.Provider, Model: model, Usage: add})
 }
+
+// recordedSteps returns how many model calls of run runID msgs record,
+// the last of them, and the tool calls that have a result.
+func recordedSteps(msgs []session.Message, runID string) (int, *session.Message, map[string]bool) {
+	steps, answered := 0, map[string]bool{}
+	var last *session.Message
+	for i := range msgs {
+		m := &msgs[i]
+		switch {
+		case m.Role == session.RoleTool:
+			answered[m.ToolCallID] = true
+		case m.RunID == runID && m.Role == session.RoleAssistant:
+			steps, last = steps+1, m
+		}
+	}
+	return steps, last, answered
+}

@@ -25,8 +25,19 @@
 // re-reads the store when signalled and, when replicas share the store,
 // every CheckInterval too, so a lost signal delays a request but never
 // loses it. A replica that finds a session with runs but no live lease (its
-// owner died) takes it over: the runs left running end interrupted, as at
-// startup, and the queued ones start.
+// owner died, or let it go at shutdown) takes it over (recover.go): the
+// run left unfinished is continued from its last completed step, and the
+// queued ones start.
+//
+// # A run's life
+//
+// Each phase of a run lives in one file: it starts (runstart.go), runs its
+// steps on a goroutine of its own (loop.go), and either ends
+// (runend.go) or, when its process stops under it, is left and later
+// continued by whoever takes its session (runcontinue.go). The run's
+// goroutine is the only writer of its events; others (the driver's
+// notices, the stall watch, a tool call's child) post theirs to it
+// (activerun.go's mailbox).
 //
 // # Locks
 //
@@ -39,7 +50,9 @@
 //  2. owner.mu guards the map of held sessions.
 //  3. held.mu guards one held session's driver state: its active run and
 //     what the driver has seen of its queue.
-//  4. eventWriter.mu guards one run's pending events.
+//  4. eventWriter.mu guards one run's pending events; mailbox.mu guards
+//     the events posted to one run. Neither is held while taking the
+//     other.
 //
 // No lock is held while calling a model, a tool or an observer, or while
 // blocking on a channel.
@@ -150,7 +163,8 @@ type Kernel struct {
 	lockSeed     maphash.Seed
 }
 
-// New returns a kernel. Call Recover once, then serve; Close stops it.
+// New returns a kernel. Call Recover once, then serve; Drain, then Close,
+// stop it.
 func New(cfg Config) (*Kernel, error) {
 	if cfg.Agents == nil || cfg.Tools == nil || cfg.Store == nil {
 		return nil, errors.New("kernel: agents, tools and store are required")
@@ -223,35 +237,6 @@ func withDefaults(l Limits) Limits {
 	return l
 }
 
-// Close refuses new runs, cancels the running ones (they end as
-// interrupted, closing everything they opened; runs waiting for approvals
-// are suspended instead, to wait again on the next start or on another
-// replica), releases every lease, stops the retention sweeper and waits
-// for all of them, or for ctx to end. Then it stops the MCP servers, which
-// the runs no longer need.
-func (k *Kernel) Close(ctx context.Context) error {
-	k.closed.Store(true)
-	k.owner.stopAll(errShutdown)
-	k.cancel()
-	done := make(chan struct{})
-	go func() { k.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return k.mcp.Close(ctx)
-	case <-ctx.Done():
-		// Stop the servers even so: a server left behind outlives kerneld
-		// in a process group of its own. Stopping one is bounded (a few
-		// seconds for a server that ignores its stdin closing).
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mcpStopGrace)
-		defer cancel()
-		return errors.Join(fmt.Errorf("close kernel: %w", ctx.Err()), k.mcp.Close(mctx))
-	}
-}
-
-// mcpStopGrace bounds stopping the MCP servers once Close's own deadline
-// has passed.
-const mcpStopGrace = 5 * time.Second
-
 // checkOpen returns ErrUnavailable once Close has been called.
 func (k *Kernel) checkOpen() error {
 	if k.closed.Load() {
@@ -260,12 +245,13 @@ func (k *Kernel) checkOpen() error {
 	return nil
 }
 
-// Ready reports whether the kernel can serve: not closing, store reachable.
+// Ready reports whether the kernel can serve: not closing, store reachable
+// and taking the writes of the runs here (none is paused for it).
 func (k *Kernel) Ready(ctx context.Context) error {
 	if err := k.checkOpen(); err != nil {
 		return err
 	}
-	if err := k.store.Ping(ctx); err != nil {
+	if err := k.store.Ping(ctx); err != nil || k.owner.pausedRuns() {
 		return errdefs.New(errdefs.ErrUnavailable, "store_unavailable", "store is unavailable")
 	}
 	return nil
@@ -306,10 +292,15 @@ func (k *Kernel) append(ctx context.Context, token int64, evs []session.Event) e
 		}
 		return fmt.Errorf("append events: %w", err)
 	}
+	k.observe(evs)
+	return nil
+}
+
+// observe hands durable events to the observers.
+func (k *Kernel) observe(evs []session.Event) {
 	for _, o := range k.observers {
 		o.ObserveEvents(evs)
 	}
-	return nil
 }
 
 // validID reports whether id could be one kerneld issued, so malformed path

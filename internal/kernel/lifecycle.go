@@ -211,67 +211,10 @@ func (k *Kernel) idle(ctx context.Context, id string) (bool, error) {
 	return err == nil && s.ActiveRunID == "", err
 }
 
-// errUnchanged, returned by an update's change, leaves the record as it
-// is stored.
-var errUnchanged = errors.New("record unchanged")
-
-// updateSession applies change to the stored session id and saves it,
-// again on a fresh read whenever another writer, possibly on another
-// replica, got there first (see session.ErrStale).
-func (k *Kernel) updateSession(ctx context.Context, id string, change func(*session.Session) error) error {
-	for {
-		s, err := k.store.GetSession(ctx, id)
-		if err != nil {
-			return fmt.Errorf("get session: %w", err)
-		}
-		if err := change(&s); errors.Is(err, errUnchanged) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		err = k.store.UpdateSession(ctx, s)
-		if errors.Is(err, session.ErrStale) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("update session: %w", err)
-		}
-		k.changes.notify(id)
-		return nil
-	}
-}
-
 // notifyEnded tells every replica's observers that session s will log
 // nothing more.
 func (k *Kernel) notifyEnded(s session.Session) {
 	k.signal(Signal{Kind: SignalEnded, SessionID: s.ID, Seq: s.LastSeq})
-}
-
-// afterRun moves s on from its ended run, through its state machine: its
-// state tells how the run went, and its TTL starts again, since a session
-// expires after being idle that long, not after its run started.
-func afterRun(s *session.Session, ended session.Run, now time.Time) error {
-	if s.ActiveRunID == ended.ID {
-		s.ActiveRunID = ""
-	}
-	s.ExpiresAt = time.Time{}
-	if s.State == session.StateClosed {
-		return nil
-	}
-	s.ExpiresAt = expiry(now, s.TTL)
-	if s.State != session.StateRunning && s.State != session.StateWaitingInput {
-		return nil // ended never started, so the state still tells of the run before it
-	}
-	return s.Transition(idleState(ended), now)
-}
-
-// idleState is the state a session's last run leaves it in: error when the
-// run failed or kerneld stopped under it, completed otherwise.
-func idleState(ended session.Run) session.State {
-	if ended.Error != nil {
-		return session.StateError
-	}
-	return session.StateCompleted
 }
 
 // sessionClosed is the error of a change a closed session refuses.

@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +28,9 @@ type owner struct {
 
 	fenced    atomic.Int64 // appends the store refused for a lost lease
 	takeovers atomic.Int64 // sessions taken over from a dead replica
+	// released carries the sessions other replicas let go as they shut
+	// down, to the take-over loop (see recover.go).
+	released chan string
 }
 
 // held is a session whose lease this replica holds.
@@ -42,9 +44,17 @@ type held struct {
 	// started is set once the driver runs; a held session released before
 	// that ends the driver count hold took.
 	started atomic.Bool
+	// releasing is set as the driver starts to let the lease go: a renewal
+	// the store refuses from then on is no news.
+	releasing atomic.Bool
 	// renewed is when (unix nanoseconds) the last acquire or renewal that
 	// succeeded was sent: the lease is sure to live a TTL from then.
 	renewed atomic.Int64
+	// leftBy is why a run the session's previous owner left unfinished
+	// was left, unless the run's record says: session.ResumeCrash when
+	// kerneld took the session at startup, session.ResumeTakeover when
+	// its owner's lease expired. Set before the driver starts.
+	leftBy string
 
 	// Guarded by held.mu:
 	mu      sync.Mutex
@@ -54,7 +64,7 @@ type held struct {
 }
 
 func newOwner(k *Kernel) *owner {
-	return &owner{k: k, held: make(map[string]*held)}
+	return &owner{k: k, held: make(map[string]*held), released: make(chan string, 64)}
 }
 
 // Stats are the owner's figures for metrics.
@@ -131,7 +141,7 @@ func (o *owner) hold(ctx context.Context, id string) (h *held, fresh bool, err e
 	}
 	hctx, stop := context.WithCancelCause(o.k.ctx)
 	h = &held{id: id, token: token, wake: make(chan struct{}, 1), ctx: hctx, stop: stop,
-		done: make(chan struct{}), known: make(map[string]bool)}
+		done: make(chan struct{}), known: make(map[string]bool), leftBy: session.ResumeTakeover}
 	h.renewed.Store(sent.UnixNano())
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -200,17 +210,24 @@ func (h *held) poke() {
 // leave releases session h once its driver has nothing left to run, and
 // reports whether it did. Under the session's stripe lock, no local
 // request can add work meanwhile; work that another replica adds after the
-// check is found by the check that follows the release.
+// check is found by the check that follows the release. A driver whose
+// session's context ended, or whose kernel is closing, leaves whatever is
+// left: then, unless its lease was lost, the other replicas are told to
+// take the session at once.
 func (o *owner) leave(h *held) bool {
 	unlock := o.k.lockSession(h.id)
 	work, err := o.k.hasWork(context.WithoutCancel(h.ctx), h.id)
-	if err == nil && work && h.ctx.Err() == nil {
+	stopping := h.ctx.Err() != nil || o.k.checkOpen() != nil
+	if err == nil && work && !stopping {
 		unlock()
 		return false
 	}
 	o.release(h)
 	unlock()
-	if err == nil && !work && o.k.checkOpen() == nil {
+	switch {
+	case stopping && (err != nil || work) && !errors.Is(context.Cause(h.ctx), errLeaseLost):
+		o.k.signal(Signal{Kind: SignalReleased, SessionID: h.id})
+	case err == nil && !work && !stopping:
 		// A replica may have queued a run while the lease was still ours;
 		// it signalled us, but we were leaving. Look once more.
 		if more, err := o.k.hasWork(context.WithoutCancel(o.k.ctx), h.id); err == nil && more {
@@ -222,6 +239,7 @@ func (o *owner) leave(h *held) bool {
 
 // release gives up h's lease, unless it was lost, and forgets h.
 func (o *owner) release(h *held) {
+	h.releasing.Store(true)
 	if !errors.Is(context.Cause(h.ctx), errLeaseLost) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(o.k.ctx), signalTimeout)
 		if err := o.k.store.ReleaseLease(ctx, h.id, h.token); err != nil {
@@ -255,17 +273,6 @@ func (k *Kernel) hasWork(ctx context.Context, id string) (bool, error) {
 	return len(runs) > 0, err
 }
 
-// stopAll stops the runs of every held session with cause, and refuses
-// leases from now on.
-func (o *owner) stopAll(cause error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.closed = true
-	for _, h := range o.held {
-		h.stop(cause)
-	}
-}
-
 // renewLoop renews every held lease a third of its TTL apart, until the
 // kernel closes. A lease it cannot renew stops its session's runs; so does
 // one it could not renew for a whole TTL, which may have expired.
@@ -283,13 +290,23 @@ func (o *owner) renewLoop() {
 	}
 }
 
-func (o *owner) renewAll() {
+// released reports whether h's driver let its lease go, or is letting it
+// go.
+func released(h *held) bool { return h.releasing.Load() }
+
+// sessions returns the sessions held now.
+func (o *owner) sessions() []*held {
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	hs := make([]*held, 0, len(o.held))
 	for _, h := range o.held {
 		hs = append(hs, h)
 	}
-	o.mu.Unlock()
+	return hs
+}
+
+func (o *owner) renewAll() {
+	hs := o.sessions()
 	for _, h := range hs {
 		o.renew(h)
 	}
@@ -306,6 +323,9 @@ func (o *owner) renew(h *held) {
 	err := o.k.store.RenewLease(ctx, h.id, h.token, ttl)
 	cancel()
 	switch {
+	case released(h):
+		// Its driver let the lease go since the pass took its snapshot of
+		// the held sessions: the store refusing the renewal is no news.
 	case err == nil:
 		h.renewed.Store(sent.UnixNano())
 	case errors.Is(err, session.ErrFenced), errors.Is(err, errdefs.ErrNotFound):
@@ -319,60 +339,4 @@ func (o *owner) renew(h *held) {
 	default:
 		o.k.log.Warn("renew lease", "session", h.id, "err", err)
 	}
-}
-
-// takeOverLoop looks, half a lease TTL apart, for sessions with runs whose
-// owner no longer holds their lease, and takes them over.
-func (o *owner) takeOverLoop() {
-	t := time.NewTicker(o.k.repl.LeaseTTL / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-o.k.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := o.k.takeOverAll(o.k.ctx); err != nil && o.k.ctx.Err() == nil {
-			o.k.log.Warn("look for sessions to take over", "err", err)
-		}
-	}
-}
-
-// takeOverAll takes the lease of every session with unfinished runs that
-// no live replica holds, and drives it: what it left running ends
-// interrupted, what it queued starts.
-func (k *Kernel) takeOverAll(ctx context.Context) error {
-	runs, err := k.store.ListRunsByState(ctx, session.RunRunning, session.RunWaitingInput, session.RunQueued)
-	if err != nil {
-		return err
-	}
-	var ids []string
-	for _, r := range runs {
-		if !slices.Contains(ids, r.SessionID) && k.owner.get(r.SessionID) == nil {
-			ids = append(ids, r.SessionID)
-		}
-	}
-	for _, id := range ids {
-		if err := k.takeOver(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			return err
-		}
-	}
-	return nil
-}
-
-// takeOver drives session id if nobody holds its lease.
-func (k *Kernel) takeOver(ctx context.Context, id string) error {
-	unlock := k.lockSession(id)
-	h, fresh, err := k.owner.hold(ctx, id)
-	unlock()
-	if errors.Is(err, session.ErrLeaseHeld) || (err == nil && !fresh) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	k.owner.takeovers.Add(1)
-	k.log.Info("session taken over", "session", id)
-	k.owner.start(h)
-	return nil
 }

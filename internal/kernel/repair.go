@@ -9,7 +9,7 @@ import (
 	"github.com/kerneld/kerneld/internal/session"
 )
 
-// Repair actions: what startup recovery does to a session no replica runs.
+// Repair actions: what Repair does to a session no replica runs.
 const (
 	RepairEndRun      = "end_run"      // a run left running: close what it opened, answer its tool calls, end it interrupted
 	RepairRecordEnd   = "record_end"   // a run that ended in the log: record its end
@@ -32,11 +32,14 @@ type RepairReport struct {
 	Remaining []Problem
 }
 
-// Repair applies to session id what startup recovery would (see Recover):
-// runs left running end interrupted with valid histories, a record stuck
-// busy is freed, queued runs start. A dry run only says what it would do.
-// The session must not be running: Repair takes its lease, so a session
-// another replica holds, or whose run this one executes, is a conflict.
+// Repair resolves what a session no replica runs was left with: runs
+// left running end interrupted with valid histories (an operator asking
+// for a repair asks for an end; startup recovery and take-over continue
+// such runs instead), a record stuck busy is freed, queued runs start,
+// and runs waiting for a decision wait again. A dry run only says what it
+// would do. The session must not be running: Repair takes its lease, so a
+// session another replica holds, or whose run this one executes, is a
+// conflict.
 func (k *Kernel) Repair(ctx context.Context, id string, dryRun bool) (RepairReport, error) {
 	s, err := k.GetSession(ctx, id)
 	if err != nil {
@@ -59,9 +62,9 @@ func (k *Kernel) Repair(ctx context.Context, id string, dryRun bool) (RepairRepo
 		k.owner.release(h)
 		return report, err
 	}
-	if _, err := k.recoverRunning(ctx, h); err != nil {
+	if err := k.endRunning(ctx, h); err != nil {
 		k.owner.release(h)
-		return report, fmt.Errorf("recover session %s: %w", id, err)
+		return report, fmt.Errorf("repair session %s: %w", id, err)
 	}
 	if err := k.freeSession(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		k.owner.release(h)
@@ -117,7 +120,22 @@ func (k *Kernel) repairPlan(ctx context.Context, id string) (RepairReport, error
 	return report, nil
 }
 
-// endRunAction says what recovery does to run r, left running.
+// endRunning ends, as interrupted, the runs of h's session left running.
+func (k *Kernel) endRunning(ctx context.Context, h *held) error {
+	runs, err := k.store.ListRuns(ctx, h.id, session.RunQuery{States: []session.RunState{session.RunRunning}})
+	if err != nil {
+		return fmt.Errorf("list running runs: %w", err)
+	}
+	for i := len(runs) - 1; i >= 0; i-- { // oldest first
+		err := k.endLeft(ctx, h.token, runs[i], session.ErrorCodeInterrupted, interruptedMessage)
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return fmt.Errorf("end run %s: %w", runs[i].ID, err)
+		}
+	}
+	return nil
+}
+
+// endRunAction says what Repair does to run r, left running.
 func (k *Kernel) endRunAction(ctx context.Context, r session.Run) (RepairAction, error) {
 	evs, err := k.runEvents(ctx, r)
 	if err != nil {

@@ -163,9 +163,9 @@ func TestReplicas_AnyReplicaServes(t *testing.T) {
 // TestReplicas_TakeOverWhenRenewalsFail cuts a replica off from its
 // leases mid-run, as a partition or a pause past the TTL does. It must
 // stop the run without writing once the lease may have expired; another
-// replica must take the session over and end the run interrupted, keeping
-// every event acknowledged before; and the cut-off replica, back again,
-// must serve the session's next run.
+// replica must take the session over and continue the run to its end,
+// keeping every event acknowledged before; and the cut-off replica, back
+// again, must serve the session's next run.
 func TestReplicas_TakeOverWhenRenewalsFail(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	rs := replicasOn(t, memory.New(), 2, ttl)
@@ -176,7 +176,9 @@ func TestReplicas_TakeOverWhenRenewalsFail(t *testing.T) {
 	a.store.failRenewals.Store(true)
 
 	got := awaitEnd(t, b.Kernel.Kernel, s.ID, run.ID)
-	assert.Equal(t, session.RunInterrupted, got.State)
+	assert.Equal(t, session.RunSucceeded, got.State)
+	assert.Equal(t, 1, got.Resumes)
+	assert.Equal(t, 1, got.Crashes, "a lost replica counts against max_resumes")
 	require.Eventually(t, func() bool { return a.Stats().Leases == 0 }, waitTimeout, time.Millisecond,
 		"the cut-off replica still holds the session")
 	seen := a.rec.Events(s.ID)
@@ -186,9 +188,13 @@ func TestReplicas_TakeOverWhenRenewalsFail(t *testing.T) {
 		assert.Equal(t, ev.Seq, evs[i].Seq, "event %d the owner acknowledged", i)
 		assert.Equal(t, ev.Type, evs[i].Type, "event %d the owner acknowledged", i)
 	}
-	assert.Equal(t, "interrupted", evs[len(evs)-1].Member("code"))
+	resumed := customEvents(evs, session.CustomRunResumed)
+	require.Len(t, resumed, 1)
+	assert.Equal(t, session.ResumeTakeover, customValue(t, resumed[0])["reason"])
+	assert.Equal(t, session.EventRunFinished, evs[len(evs)-1].Type)
 	assert.Equal(t, int64(1), b.Stats().TakeOvers)
 	checkHistory(t, historyOf(t, b.Kernel.Kernel, s.ID))
+	assert.Equal(t, slowAnswer, lastAnswer(t, b.Kernel.Kernel, s.ID), "the whole answer, made again by the replica that took over")
 
 	a.store.failRenewals.Store(false)
 	next := mustRun(t, a.Kernel.Kernel, s.ID, "again")

@@ -41,7 +41,8 @@ func TestKernel_Run(t *testing.T) {
 	t.Run("accepts input right after RUN_FINISHED", testRunRightAfterEnd)
 	t.Run("history window never starts with a tool result", testRunHistoryWindow)
 	t.Run("store fails while starting", testRunStartFails)
-	t.Run("store fails mid-run", testRunStoreFailsMidRun)
+	t.Run("store blips mid-run", testRunStoreBlips)
+	t.Run("store fails mid-run for longer than the lease TTL", testRunStoreFailsMidRun)
 }
 
 // indexOf returns the index of the first event at or after from that
@@ -608,10 +609,12 @@ func msgRoles(msgs []llm.Message) []llm.Role {
 }
 
 // flakyStore is the memory store with an event log that can be made to
-// fail.
+// fail: with errDiskFull, a failure it gives no reason to retry, or, with
+// unavailable set, as a store that cannot take writes for now.
 type flakyStore struct {
 	*memory.Store
 	failAppends atomic.Bool
+	unavailable atomic.Bool
 	refused     atomic.Int64 // appends failed
 }
 
@@ -620,6 +623,9 @@ var errDiskFull = errors.New("disk full")
 func (s *flakyStore) AppendEvents(ctx context.Context, token int64, evs []session.Event) error {
 	if s.failAppends.Load() {
 		s.refused.Add(1)
+		if s.unavailable.Load() {
+			return errdefs.Storage("the disk is full", errDiskFull)
+		}
 		return errDiskFull
 	}
 	return s.Store.AppendEvents(ctx, token, evs)
@@ -654,47 +660,82 @@ func testRunStartFails(t *testing.T) {
 	checkHistory(t, historyOf(t, k.Kernel, s.ID))
 }
 
-// testRunStoreFailsMidRun makes the store refuse a streaming run's events
-// for a while. Once it takes them again, the run must end interrupted as
-// recovery ends one: every event acknowledged before the failure kept, the
-// log closed and valid, the session free for the next run.
-func testRunStoreFailsMidRun(t *testing.T) {
+// testRunStoreBlips makes the store unable to take a streaming run's
+// events for a moment, well within the lease TTL: the run waits and goes
+// on as if nothing happened, with no event lost or doubled and nothing
+// made again.
+func testRunStoreBlips(t *testing.T) {
 	store := &flakyStore{Store: memory.New()}
+	store.unavailable.Store(true)
 	k, rec := newKernel(t, kerneltest.Options{Store: store})
 	s := mustSession(t, k.Kernel, "slow")
 	run := mustRun(t, k.Kernel, s.ID, "hi")
-	require.Eventually(t, func() bool {
-		return len(runEvents(rec.Events(s.ID), run.ID)) >= 5
-	}, waitTimeout, time.Millisecond)
+	rec.WaitEvents(t, s.ID, run.ID, session.EventTextMessageContent, 3)
 	store.failAppends.Store(true)
-	require.Eventually(t, func() bool { return store.refused.Load() >= 2 }, waitTimeout, time.Millisecond,
-		"the run did not try again to end itself")
+	require.Eventually(t, func() bool { return store.refused.Load() >= 3 }, waitTimeout, time.Millisecond,
+		"the run did not try its append again")
+	store.failAppends.Store(false)
+
+	got := waitRun(t, k.Kernel, rec, s.ID, run.ID)
+	assert.Equal(t, session.RunSucceeded, got.State)
+	assert.Zero(t, got.Resumes, "a blip within the lease TTL pauses the run; it is not continued")
+	evs := logOf(t, k.Kernel, s.ID)
+	checkLog(t, s.ID, evs)
+	assert.Empty(t, customEvents(evs, session.CustomRunResumed))
+	assert.Equal(t, slowAnswer, lastAnswer(t, k.Kernel, s.ID))
+	assert.Equal(t, len(rec.Events(s.ID)), len(evs), "observers saw each event once")
+}
+
+// testRunStoreFailsMidRun makes the store unable to take a streaming
+// run's events for longer than the lease TTL. The run pauses: while it
+// does, its record says it runs, the session refuses new runs and cancels
+// 503 storage_unavailable and the kernel is not ready. Once the store
+// takes writes again the run is continued from its last completed step,
+// keeping every event acknowledged before, and ends with its whole
+// answer.
+func testRunStoreFailsMidRun(t *testing.T) {
+	store := &flakyStore{Store: memory.New()}
+	store.unavailable.Store(true)
+	k, rec := newKernel(t, kerneltest.Options{Store: store, Replication: kernel.Replication{LeaseTTL: 200 * time.Millisecond}})
+	s := mustSession(t, k.Kernel, "slow")
+	run := mustRun(t, k.Kernel, s.ID, "hi")
+	rec.WaitEvents(t, s.ID, run.ID, session.EventTextMessageContent, 5)
+	store.failAppends.Store(true)
+	require.Eventually(t, func() bool {
+		_, _, err := k.Run(t.Context(), s.ID, kernel.RunRequest{Input: "next"})
+		return errdefs.CodeOf(err) == errdefs.CodeStorageUnavailable
+	}, waitTimeout, time.Millisecond, "the run did not pause")
 	seen := rec.Events(s.ID)
 	got, err := k.GetRun(t.Context(), s.ID, run.ID)
 	require.NoError(t, err)
-	assert.False(t, got.State.Terminal(), "the run was recorded %s while the store refused its end", got.State)
+	assert.Equal(t, session.RunRunning, got.State, "the run was recorded %s while paused", got.State)
 	for _, busy := range []kernel.BusyPolicy{kernel.BusyReject, kernel.BusyQueue, kernel.BusyInterrupt, kernel.BusySteer} {
 		_, _, err = k.Run(t.Context(), s.ID, kernel.RunRequest{Input: "next", IfBusy: busy})
 		assert.Equal(t, errdefs.CodeStorageUnavailable, errdefs.CodeOf(err), "a run posted with if_busy %s: %v", busy, err)
 	}
 	_, err = k.CancelRun(t.Context(), s.ID, run.ID)
 	assert.Equal(t, errdefs.CodeStorageUnavailable, errdefs.CodeOf(err), "cancel: %v", err)
+	assert.Equal(t, "store_unavailable", errdefs.CodeOf(k.Ready(t.Context())))
 	store.failAppends.Store(false)
 
 	got = waitRun(t, k.Kernel, rec, s.ID, run.ID)
-	assert.Equal(t, session.RunInterrupted, got.State)
+	assert.Equal(t, session.RunSucceeded, got.State)
+	assert.Equal(t, 1, got.Resumes)
+	assert.Zero(t, got.Crashes)
+	require.NoError(t, k.Ready(t.Context()))
 	evs := logOf(t, k.Kernel, s.ID)
 	checkLog(t, s.ID, evs)
+	aguitest.Verify(t, evs)
 	require.GreaterOrEqual(t, len(evs), len(seen))
 	for i, ev := range seen {
 		assert.Equal(t, ev.Seq, evs[i].Seq, "event %d the observers saw", i)
 		assert.Equal(t, ev.Type, evs[i].Type, "event %d the observers saw", i)
 	}
-	end := evs[len(evs)-1]
-	require.Equal(t, session.EventRunError, end.Type)
-	assert.Equal(t, "interrupted", end.Member("code"))
-	assert.Contains(t, end.Member("message"), "the store failed")
-	assert.Equal(t, end.Seq, got.EndSeq)
+	resumed := customEvents(evs, session.CustomRunResumed)
+	require.Len(t, resumed, 1)
+	assert.Equal(t, session.ResumeStoreOutage, customValue(t, resumed[0])["reason"])
+	assert.Equal(t, session.EventRunFinished, evs[len(evs)-1].Type)
+	assert.Equal(t, slowAnswer, lastAnswer(t, k.Kernel, s.ID))
 	checkHistory(t, historyOf(t, k.Kernel, s.ID))
 
 	next := runToEnd(t, k.Kernel, rec, s.ID, "again")

@@ -52,18 +52,6 @@ type AGUIRun struct {
 	ToolResults   []session.ToolResult // with them, Input may be empty
 }
 
-// newRun returns the record of a new run of session sessionID for req.
-func (k *Kernel) newRun(sessionID string, req RunRequest, state session.RunState) session.Run {
-	run := session.Run{
-		ID: cmp.Or(req.ID, session.NewID()), SessionID: sessionID, State: state, Input: req.Input,
-		IdempotencyKey: req.IdempotencyKey, CreatedAt: k.now(),
-	}
-	run.UserMessageID, run.Context, run.AgentState = req.AGUI.UserMessageID, req.AGUI.Context, req.AGUI.AgentState
-	run.ClientTools, run.ToolResults = req.AGUI.ClientTools, req.AGUI.ToolResults
-	run.Overrides, run.Kind = req.Overrides.Clone(), req.kind
-	return run
-}
-
 // Run accepts input for a session and starts a run: it persists the run
 // and the user message, emits RUN_STARTED and the echoed input, and starts
 // the agent loop, which outlives ctx. On a busy session it applies the
@@ -157,7 +145,7 @@ func (k *Kernel) awaitEnd(ctx context.Context, sessionID, runID string) error {
 	wctx, cancel := context.WithTimeout(ctx, startWait)
 	defer cancel()
 	_, err := k.waitRun(wctx, sessionID, runID, func(r session.Run) bool {
-		return ended(r) || k.endUnrecorded(sessionID, runID) // then accept refuses the request
+		return ended(r) || k.paused(sessionID, runID) // then accept refuses the request
 	})
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
@@ -198,8 +186,8 @@ func (k *Kernel) accept(ctx context.Context, s session.Session, spec agents.Spec
 				return prev, ok, err
 			}
 		}
-		if k.endUnrecorded(s.ID, busy) {
-			return session.Run{}, false, errEndUnrecorded(s.ID, busy)
+		if k.paused(s.ID, busy) {
+			return session.Run{}, false, errPaused(s.ID, busy)
 		}
 		if k.ending(ctx, s, busy) {
 			return session.Run{}, false, &runEndingError{runID: busy}
@@ -234,27 +222,6 @@ func (k *Kernel) unfinishedRun(ctx context.Context, s session.Session) (string, 
 		return s.ActiveRunID, nil
 	}
 	return runs[0].ID, nil
-}
-
-// startNew starts req on session s, idle, whose lease h this request just
-// took, and hands the session to a new driver.
-func (k *Kernel) startNew(ctx context.Context, h *held, s session.Session, spec agents.Spec, req RunRequest) (session.Run, bool, error) {
-	run := k.newRun(s.ID, req, session.RunRunning)
-	run.StartedAt = run.CreatedAt
-	run.Model = k.modelOf(spec, s, run)
-	ar := newActiveRun(h, s, run)
-	if err := k.store.CreateRun(ctx, run, k.runConstraints(0)); err != nil {
-		k.owner.release(h)
-		return k.duplicate(err)
-	}
-	logged, startErr := k.start(ctx, h, s, &ar.run)
-	if !logged {
-		k.owner.release(h)
-		return session.Run{}, false, startErr
-	}
-	k.launch(h, ar, spec, startErr)
-	k.owner.start(h)
-	return ar.run, false, nil
 }
 
 // post records req as a run queued on session s, posted with policy
@@ -355,160 +322,6 @@ func (k *Kernel) findIdempotent(ctx context.Context, sessionID string, req RunRe
 	return r, true, nil
 }
 
-// start records run r as started on the session s that h holds: the run
-// (created as running, or moved from queued), the session (running, naming
-// the run), RUN_STARTED with the echoed input, and the user message.
-// logged reports whether RUN_STARTED reached the log; an error after that
-// is one the run must end with. A queued run cancelled meanwhile does not
-// start: the error is session.ErrStale.
-func (k *Kernel) start(ctx context.Context, h *held, s session.Session, r *session.Run) (logged bool, err error) {
-	if r.State == session.RunQueued {
-		if err := k.updateRun(ctx, r, func(cur *session.Run) error {
-			if cur.State != session.RunQueued || cur.CancelRequested {
-				return session.ErrStale // cancelled meanwhile: the driver looks again
-			}
-			cur.Model = r.Model
-			return cur.Transition(session.RunRunning, k.now())
-		}); err != nil {
-			return false, err
-		}
-	}
-	prev := s.State
-	var changed []session.Event
-	err = k.updateSession(ctx, s.ID, func(s *session.Session) error {
-		if err := s.Transition(session.StateRunning, r.StartedAt); err != nil {
-			return err
-		}
-		if r.Kind == "" {
-			changed, s.Model = modelChanged(*s, r.ID, r.Model), r.Model
-		}
-		s.ActiveRunID = r.ID
-		s.ExpiresAt = time.Time{} // a busy session does not expire; its TTL restarts when it is free
-		if r.AgentState != nil {
-			s.AgentState = r.AgentState
-		}
-		return nil
-	})
-	if err != nil {
-		k.abandon(h, prev, r)
-		return false, err
-	}
-	msgID := cmp.Or(r.UserMessageID, session.NewMessageID())
-	evs := []session.Event{session.RunStarted(s.ID, r.ID)}
-	if r.Model != "" {
-		evs[0] = evs[0].WithMeta("model", r.Model)
-	}
-	if r.AgentState != nil {
-		evs = append(evs, session.StateSnapshot(r.AgentState))
-	}
-	evs = append(evs, toolResultEvents(r)...)
-	if r.Kind == "" && r.Input != "" {
-		evs = append(evs,
-			session.TextMessageStart(msgID, session.RoleUser),
-			session.TextMessageContent(msgID, r.Input),
-			session.TextMessageEnd(msgID),
-		)
-	}
-	evs = append(evs, changed...)
-	if err := k.emit(ctx, h.token, s.ID, r.ID, evs...); err != nil {
-		k.abandon(h, prev, r)
-		return false, err
-	}
-	r.StartSeq = evs[0].Seq
-	if err := k.saveRun(ctx, r); err != nil {
-		return true, err
-	}
-	if r.Kind != "" {
-		return true, nil // a compaction run has no input
-	}
-	msgs := toolResultMessages(r)
-	if r.Input != "" {
-		msgs = append(msgs, session.Message{ID: msgID, SessionID: s.ID, RunID: r.ID, Role: session.RoleUser, Content: r.Input, CreatedAt: r.StartedAt})
-	}
-	if err := k.store.AppendMessages(ctx, h.token, msgs...); err != nil {
-		return true, fmt.Errorf("append message: %w", err)
-	}
-	return true, nil
-}
-
-// abandon undoes what start recorded of a run that never reached the log:
-// the run is marked failed and the session gets its previous state back.
-func (k *Kernel) abandon(h *held, prev session.State, r *session.Run) {
-	ctx := context.WithoutCancel(h.ctx)
-	err := k.updateRun(ctx, r, func(cur *session.Run) error {
-		cur.State, cur.EndedAt = session.RunFailed, k.now()
-		cur.Error = &session.RunError{Code: session.ErrorCodeInternal, Message: "the run could not be started"}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		k.log.Error("abandon run", "session", r.SessionID, "run", r.ID, "err", err)
-	}
-	err = k.updateSession(ctx, r.SessionID, func(s *session.Session) error {
-		if s.ActiveRunID != r.ID {
-			return errUnchanged
-		}
-		s.ActiveRunID, s.State = "", prev
-		return nil
-	})
-	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		k.log.Error("restore session", "session", r.SessionID, "err", err)
-	}
-}
-
-// updateRun applies change to the stored run r and saves it, again on a
-// fresh read if another writer got there first; r ends as stored. A change
-// returning errUnchanged saves nothing.
-func (k *Kernel) updateRun(ctx context.Context, r *session.Run, change func(*session.Run) error) error {
-	for {
-		cur, err := k.store.GetRun(ctx, r.SessionID, r.ID)
-		if err != nil {
-			return fmt.Errorf("get run: %w", err)
-		}
-		if err := change(&cur); errors.Is(err, errUnchanged) {
-			*r = cur
-			return nil
-		} else if err != nil {
-			return err
-		}
-		err = k.store.UpdateRun(ctx, cur)
-		if errors.Is(err, session.ErrStale) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("update run: %w", err)
-		}
-		cur.Version++
-		*r = cur
-		k.changes.notify(r.SessionID)
-		return nil
-	}
-}
-
-// saveRun stores r, the run's owner's copy: its state, times, usage and
-// seqs. Requests from other replicas write only CancelRequested and
-// Decisions, so when one got there first those are taken from the store
-// and r is saved again. Only those fields and Version of r are written:
-// the run's tool calls read the others meanwhile.
-func (k *Kernel) saveRun(ctx context.Context, r *session.Run) error {
-	for {
-		err := k.store.UpdateRun(ctx, *r)
-		if err == nil {
-			r.Version++
-			k.changes.notify(r.SessionID)
-			return nil
-		}
-		if !errors.Is(err, session.ErrStale) {
-			return fmt.Errorf("update run: %w", err)
-		}
-		cur, err := k.store.GetRun(ctx, r.SessionID, r.ID)
-		if err != nil {
-			return fmt.Errorf("get run: %w", err)
-		}
-		r.Version, r.Decisions = cur.Version, cur.Decisions
-		r.CancelRequested = r.CancelRequested || cur.CancelRequested
-	}
-}
-
 // GetRun returns one run of a session.
 func (k *Kernel) GetRun(ctx context.Context, sessionID, runID string) (session.Run, error) {
 	s, err := k.GetSession(ctx, sessionID)
@@ -546,8 +359,8 @@ func (k *Kernel) CancelRun(ctx context.Context, sessionID, runID string) (sessio
 	if err != nil || r.State.Terminal() {
 		return r, err
 	}
-	if k.endUnrecorded(sessionID, runID) {
-		return session.Run{}, errEndUnrecorded(sessionID, runID)
+	if k.paused(sessionID, runID) {
+		return session.Run{}, errPaused(sessionID, runID)
 	}
 	return k.cancelRun(ctx, r)
 }

@@ -51,8 +51,9 @@ type (
 
 // Signal kinds.
 const (
-	SignalChanged = session.SignalChanged
-	SignalEnded   = session.SignalEnded
+	SignalChanged  = session.SignalChanged
+	SignalEnded    = session.SignalEnded
+	SignalReleased = session.SignalReleased
 )
 
 // Signals carries a kernel's signals to the other replicas sharing its
@@ -103,6 +104,10 @@ func (k *Kernel) handle(sig Signal) {
 		k.changes.notify(sig.SessionID)
 		for _, o := range k.observers {
 			o.ObserveSessionEnded(sig.SessionID, sig.Seq)
+		}
+	case SignalReleased:
+		if sig.From != k.repl.Replica {
+			k.owner.releasedElsewhere(sig.SessionID)
 		}
 	}
 }

@@ -69,19 +69,31 @@ func (r *runner) spawn(ctx context.Context, c session.ToolCall) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	if err := r.emit(session.SubagentStarted(run.ID, child.Name, c.ID, s.ID)); err != nil {
-		return "", err
+	// This runs on a tool call's goroutine: the run's own logs the events.
+	if !r.ar.notices.post(session.SubagentStarted(run.ID, child.Name, c.ID, s.ID)) {
+		return "", errSealed
 	}
-	answer, err := r.k.awaitChild(ctx, s.ID, run.ID)
+	return r.followChild(ctx, child.Name, s.ID, run.ID)
+}
+
+// followChild waits for the run runID of the child session sessionID,
+// which runs agent name, to end and returns its answer, saying in the
+// parent's stream how it ended. A continued run follows, this way, the
+// child a cut spawn_agent call had started.
+func (r *runner) followChild(ctx context.Context, name, sessionID, runID string) (string, error) {
+	answer, err := r.k.awaitChild(ctx, sessionID, runID)
 	if err != nil {
 		code := "failed"
 		if ctx.Err() != nil {
 			code = "cancelled"
 		}
-		_ = r.emit(session.SubagentError(run.ID, code, err.Error())) // the run is ending anyway if this fails
-		return "", fmt.Errorf("agent %q: %w", child.Name, err)
+		r.ar.notices.post(session.SubagentError(runID, code, err.Error())) // refused once the run has ended anyway
+		return "", fmt.Errorf("agent %q: %w", name, err)
 	}
-	return answer, r.emit(session.SubagentFinished(run.ID, answer))
+	if !r.ar.notices.post(session.SubagentFinished(runID, answer)) {
+		return "", errSealed
+	}
+	return answer, nil
 }
 
 // checkSpawn decodes the call's arguments and checks, failing closed,
@@ -249,4 +261,24 @@ func (k *Kernel) awaitChild(ctx context.Context, sessionID, runID string) (strin
 		return "", fmt.Errorf("read its answer: %w", err)
 	}
 	return last[0].Content, nil
+}
+
+// rejoinChild follows the child run a cut spawn_agent call c had started,
+// rather than start another: the child was continued on its own, and its
+// answer is the call's.
+func (r *runner) rejoinChild(ctx context.Context, c session.ToolCall, child *replayedChild) toolResult {
+	answer, err := r.followChild(ctx, child.name, child.sessionID, child.runID)
+	if err != nil {
+		return toolResult{call: c, content: "error: " + err.Error(), isError: true}
+	}
+	return toolResult{call: c, content: answer}
+}
+
+// childResult is the result of spawn_agent call c whose child's end the
+// log already says.
+func childResult(c session.ToolCall, child *replayedChild) toolResult {
+	if child.failure != "" {
+		return toolResult{call: c, content: fmt.Sprintf("error: agent %q: %s", child.name, child.failure), isError: true}
+	}
+	return toolResult{call: c, content: child.answer}
 }

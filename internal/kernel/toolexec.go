@@ -126,3 +126,15 @@ func (t spawnTool) Definition() tools.Definition { return spawnDefinition(t.r.sp
 func (t spawnTool) Call(ctx context.Context, c tools.Call) (string, error) {
 	return t.r.spawn(ctx, session.ToolCall{ID: c.ToolCallID, Name: SpawnAgentTool, Arguments: string(c.Arguments)})
 }
+
+// retrySafe reports whether call c may be made again after a process
+// stopped in the middle of it: the agent file's retry for the tool when it
+// sets one, else the tool's own word (see tools.Definition.RetrySafe). A
+// tool the run cannot reach now is not.
+func (r *runner) retrySafe(c session.ToolCall) bool {
+	if ref, ok := r.spec.Tool(c.Name); ok && ref.Retry != "" {
+		return ref.Retry == agents.RetrySafe
+	}
+	t, err := r.resolveTool(c)
+	return err == nil && t.Definition().RetrySafe
+}

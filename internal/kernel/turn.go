@@ -11,6 +11,11 @@ import (
 // the assistant message it forms. It remembers what it opened so that
 // every exit path can close it.
 type turn struct {
+	// step is the model call's number within its run; the turn's first
+	// event carries it (metadata.kerneld.step), so that whoever continues
+	// a run cut in this call knows where the call began in the log.
+	step        int
+	marked      bool
 	assistantID string // the assistant message: its first text and the tool calls' parent
 	textID      string // messageId of the open text message, "" when none is open
 	textStreams int    // text messages opened so far
@@ -34,23 +39,27 @@ type streamedCall struct {
 	early    string // arguments that arrived before the call's name
 }
 
-func newTurn() *turn {
-	return &turn{assistantID: session.NewMessageID(), byIndex: make(map[int]*streamedCall)}
+func newTurn(step int) *turn {
+	return &turn{step: step, assistantID: session.NewMessageID(), byIndex: make(map[int]*streamedCall)}
 }
 
 // apply returns the events for one chunk.
 func (t *turn) apply(c llm.Chunk) []session.Event {
+	var evs []session.Event
 	switch {
 	case c.Reasoning != "":
-		return t.reasoningDelta(c.Reasoning)
+		evs = t.reasoningDelta(c.Reasoning)
 	case c.Text != "":
-		return t.textDelta(c.Text)
+		evs = t.textDelta(c.Text)
 	case c.ToolCall != nil:
-		return t.toolCallDelta(c.ToolCall)
+		evs = t.toolCallDelta(c.ToolCall)
 	case c.Usage != nil:
 		t.usage = *c.Usage
 	}
-	return nil
+	if len(evs) > 0 && !t.marked {
+		evs[0], t.marked = evs[0].WithMeta("step", t.step), true
+	}
+	return evs
 }
 
 func (t *turn) reasoningDelta(delta string) []session.Event {

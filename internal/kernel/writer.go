@@ -3,9 +3,11 @@ package kernel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -24,9 +26,17 @@ const maxPending = 4096
 // is durable, in seq order, and flush is the barrier before anything that
 // depends on the log (recording a message, running a tool, ending a run).
 // The writer's goroutine is owned by the run's goroutine, which closes it.
+//
+// A store that cannot take the append for now (unreachable, out of space:
+// errdefs.ErrUnavailable) pauses the run rather than ending it: the writer
+// tries again, with growing waits, for up to a lease TTL, first checking
+// whether the batch it sent landed after all, so nothing is appended
+// twice. Past that, or once the session's lease is lost, the append fails
+// and the run stops unfinished, to be continued (see runcontinue.go).
 type eventWriter struct {
 	k                *Kernel
 	ctx              context.Context // not cancelled with the run: its end must be recorded
+	giveUp           <-chan struct{} // closed when the session is lost or cut: retrying is over
 	token            int64           // the session's lease: appends are fenced by it
 	sessionID, runID string
 
@@ -34,7 +44,7 @@ type eventWriter struct {
 	cond    *sync.Cond // signalled whenever pending, busy, err or closed change
 	pending []session.Event
 	busy    bool  // a batch is being appended
-	last    int64 // seq of the last event appended
+	last    int64 // seq of the last event of the session's log known durable
 	err     error // the first append failure; nothing is appended after it
 	sealed  bool  // the run's terminal event is queued: nothing may follow it
 	closed  bool
@@ -44,8 +54,11 @@ type eventWriter struct {
 	done       chan struct{} // closed when the goroutine exits
 }
 
-func newEventWriter(k *Kernel, ctx context.Context, token int64, sessionID, runID string) *eventWriter {
-	w := &eventWriter{k: k, ctx: ctx, token: token, sessionID: sessionID, runID: runID, done: make(chan struct{}), lastQueued: k.now()}
+// newEventWriter returns the writer of ar, a run of the session h holds,
+// whose log ends at seq last.
+func newEventWriter(k *Kernel, ar *activeRun, h *held, last int64) *eventWriter {
+	w := &eventWriter{k: k, ctx: context.WithoutCancel(ar.ctx), giveUp: h.ctx.Done(), token: h.token,
+		sessionID: ar.run.SessionID, runID: ar.run.ID, last: last, done: make(chan struct{}), lastQueued: k.now()}
 	w.cond = sync.NewCond(&w.mu)
 	go w.loop()
 	return w
@@ -56,9 +69,9 @@ func newEventWriter(k *Kernel, ctx context.Context, token int64, sessionID, runI
 var errSealed = errors.New("the run has ended")
 
 // write queues evs, stamped now, for appending; an event that names no
-// run is the writer's run's. It is safe for concurrent use. It waits only
-// while too many events are pending, and fails once an append has failed
-// or the run's end is queued.
+// run is the writer's run's. Only the run's goroutine calls it. It waits
+// only while too many events are pending, and fails once an append has
+// failed or the run's end is queued.
 func (w *eventWriter) write(evs ...session.Event) error { return w.queue(false, evs) }
 
 // writeLast queues the run's final events; every later write fails.
@@ -119,7 +132,7 @@ func (w *eventWriter) loop() {
 		if !ok {
 			return
 		}
-		err := w.k.append(w.ctx, w.token, batch)
+		err := w.appendBatch(batch)
 		w.mu.Lock()
 		w.busy = false
 		if err != nil && w.err == nil {
@@ -153,4 +166,72 @@ func (w *eventWriter) take() ([]session.Event, bool) {
 		w.pending = nil
 		w.cond.Broadcast()
 	}
+}
+
+// The waits between the attempts of an append the store could not take:
+// doubling from the first to the last.
+const (
+	firstAppendWait = 20 * time.Millisecond
+	lastAppendWait  = time.Second
+)
+
+// appendBatch appends batch, trying again while the store cannot take it
+// for now, for up to a lease TTL (see eventWriter).
+func (w *eventWriter) appendBatch(batch []session.Event) error {
+	err := w.k.append(w.ctx, w.token, batch)
+	if !retriable(err) {
+		return err
+	}
+	w.k.log.Warn("the store refused a run's events: retrying", "session", w.sessionID, "run", w.runID, "err", err)
+	deadline := time.Now().Add(w.k.repl.LeaseTTL)
+	for wait := firstAppendWait; time.Now().Before(deadline); wait = min(2*wait, lastAppendWait) {
+		select {
+		case <-w.giveUp:
+			return err
+		case <-time.After(wait):
+		}
+		landed, lerr := w.landed(batch)
+		switch {
+		case lerr != nil && retriable(lerr):
+			continue // the store still cannot say
+		case lerr != nil:
+			return lerr
+		case landed:
+			return nil
+		}
+		if err = w.k.append(w.ctx, w.token, batch); !retriable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// retriable reports whether an append failed because the store cannot
+// take it for now, as opposed to refusing it: a lost lease, a session
+// gone, a bad batch.
+func retriable(err error) bool {
+	return err != nil && errors.Is(err, errdefs.ErrUnavailable) && !errors.Is(err, session.ErrFenced)
+}
+
+// landed reports whether batch, whose append failed without an answer,
+// reached the log after all: the writer is the session's only writer while
+// it holds the lease, so the log ends where it left it (it did not land),
+// or right after batch (it did: its seqs are filled in and the observers
+// told). Any other end means another process writes the session now.
+func (w *eventWriter) landed(batch []session.Event) (bool, error) {
+	s, err := w.k.store.GetSession(w.ctx, w.sessionID)
+	if err != nil {
+		return false, fmt.Errorf("get session: %w", err)
+	}
+	switch s.LastSeq {
+	case w.last:
+		return false, nil
+	case w.last + int64(len(batch)):
+		for i := range batch {
+			batch[i].Seq = w.last + 1 + int64(i)
+		}
+		w.k.observe(batch)
+		return true, nil
+	}
+	return false, fmt.Errorf("the log of session %s moved on to seq %d past %d: %w", w.sessionID, s.LastSeq, w.last, session.ErrFenced)
 }

@@ -24,6 +24,7 @@ type Metrics struct {
 	events          *prometheus.CounterVec
 	runsStarted     prometheus.Counter
 	runsEnded       *prometheus.CounterVec
+	runsResumed     *prometheus.CounterVec
 	sessionsCreated prometheus.Counter
 	sessionsDeleted prometheus.Counter
 	storeLatency    *prometheus.HistogramVec
@@ -45,6 +46,10 @@ func New() *Metrics {
 		runsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kerneld_runs_ended_total", Help: "Runs ended, by outcome (success, cancelled, or the RUN_ERROR code).",
 		}, []string{"outcome"}),
+		runsResumed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kerneld_runs_resumed_total",
+			Help: "Runs continued here after the process running them stopped, by reason (crash, takeover, shutdown, store_outage).",
+		}, []string{"reason"}),
 		sessionsCreated: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kerneld_sessions_created_total", Help: "Sessions created.",
 		}),
@@ -64,7 +69,7 @@ func New() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.025, 2, 12),
 		}, []string{"provider"}),
 	}
-	m.reg.MustRegister(m.events, m.runsStarted, m.runsEnded, m.sessionsCreated, m.sessionsDeleted,
+	m.reg.MustRegister(m.events, m.runsStarted, m.runsEnded, m.runsResumed, m.sessionsCreated, m.sessionsDeleted,
 		m.storeLatency, m.providerCall, m.providerFirst,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -88,8 +93,10 @@ func (m *Metrics) CounterFunc(name, help string, f func() float64) {
 }
 
 // ObserveEvents implements kernel.Observer. It counts events and run
-// starts and ends; how many runs are active is the kernel's to say (see
-// kernel.Stats): counted from events it would drift on every restart.
+// starts, ends and resumes; how many runs are active is the kernel's to
+// say (see kernel.Stats): counted from events it would drift on every
+// restart. A continued run logs one RUN_STARTED and one end, wherever it
+// ran, so summed over the replicas it counts once in each.
 func (m *Metrics) ObserveEvents(evs []session.Event) {
 	for i := range evs {
 		ev := &evs[i]
@@ -102,6 +109,11 @@ func (m *Metrics) ObserveEvents(evs []session.Event) {
 			m.runsEnded.WithLabelValues(outcome).Inc()
 		case session.EventRunError:
 			m.runsEnded.WithLabelValues(ev.Member("code")).Inc()
+		case session.EventCustom:
+			if ev.Member("name") == session.CustomRunResumed {
+				reason, _ := ev.Fields()["value"].(map[string]any)["reason"].(string)
+				m.runsResumed.WithLabelValues(reason).Inc()
+			}
 		}
 	}
 }

@@ -28,6 +28,13 @@ func TestMetrics(t *testing.T) {
 		session.RunFinished("s", "r1", session.OutcomeSuccess, "", session.Usage{}),
 		session.RunStarted("s", "r2"), session.RunErrored(session.ErrorCodeModel, "boom", session.Usage{}),
 		session.RunStarted("s", "r3"),
+		session.Custom("kerneld.run.queued", map[string]any{"runId": "r4", "position": 1}),
+	})
+	// r3 is continued by another process, which logs its resume and its
+	// end, but never a second start.
+	m.ObserveEvents([]session.Event{
+		session.RunResumed("r3", 2, session.ResumeTakeover, nil, nil),
+		session.RunFinished("s", "r3", session.OutcomeSuccess, "", session.Usage{}),
 	})
 	m.GaugeFunc("kerneld_streams_open", "Open streams.", func() float64 { return 7 })
 
@@ -43,7 +50,8 @@ func TestMetrics(t *testing.T) {
 	for _, want := range []string{
 		`kerneld_events_appended_total{type="TEXT_MESSAGE_CONTENT"} 1`,
 		`kerneld_runs_started_total 3`,
-		`kerneld_runs_ended_total{outcome="success"} 1`,
+		`kerneld_runs_ended_total{outcome="success"} 2`,
+		`kerneld_runs_resumed_total{reason="takeover"} 1`,
 		`kerneld_runs_ended_total{outcome="model_error"} 1`,
 		`kerneld_sessions_created_total 1`,
 		`kerneld_streams_open 7`,

@@ -212,6 +212,34 @@ func Custom(name string, value any) Event {
 	return newObject(EventCustom).str("name", name).raw("value", v).event(EventCustom)
 }
 
+// CustomRunResumed is the CUSTOM event that continues a run another
+// process left unfinished (see ResumeCrash): it follows the events that
+// close what that process opened, and the run goes on after it.
+const CustomRunResumed = "kerneld.run.resumed"
+
+// RunResumed is the kerneld.run.resumed event of run runID, continued from
+// step, the number of its model calls already recorded, for reason (one
+// of the Resume values). cutMessages and cutToolCalls name the messages
+// (text and reasoning) and the tool calls of the model call that was cut
+// short and is made again: a client shows what that call makes instead of
+// them.
+func RunResumed(runID string, step int, reason string, cutMessages, cutToolCalls []string) Event {
+	value := struct {
+		RunID        string   `json:"runId"`
+		Step         int      `json:"step"`
+		Reason       string   `json:"reason"`
+		CutMessages  []string `json:"cutMessageIds"`
+		CutToolCalls []string `json:"cutToolCallIds"`
+	}{runID, step, reason, cutMessages, cutToolCalls}
+	if value.CutMessages == nil {
+		value.CutMessages = []string{}
+	}
+	if value.CutToolCalls == nil {
+		value.CutToolCalls = []string{}
+	}
+	return Custom(CustomRunResumed, value)
+}
+
 // metaString returns {"key":"value"} for Event.Meta.
 func metaString(key, value string) json.RawMessage {
 	b := append([]byte(`{"`), key...)

@@ -52,7 +52,7 @@ func usageMember(total Usage, models []ModelUsage) []byte {
 }
 
 // WithMeta returns e with key set to value in metadata.kerneld.
-func (e Event) WithMeta(key, value string) Event {
+func (e Event) WithMeta(key string, value any) Event {
 	var m map[string]any
 	if len(e.Meta) > 0 {
 		_ = json.Unmarshal(e.Meta, &m) // Meta is always an object this package built

@@ -91,4 +91,9 @@ const (
 	// SignalEnded: a session was closed or deleted. Its streams end once
 	// they have delivered Seq.
 	SignalEnded SignalKind = "ended"
+	// SignalReleased: a session's owner, shutting down, let its lease go
+	// with work left (a run to continue, queued runs). Every replica that
+	// receives it tries to take the session at once rather than at its
+	// next scan.
+	SignalReleased SignalKind = "released"
 )

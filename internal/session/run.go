@@ -82,6 +82,10 @@ const (
 	// ErrorCodeQuotaExceeded stops a run whose tenant spent its model
 	// tokens for the day.
 	ErrorCodeQuotaExceeded = "quota_exceeded"
+	// ErrorCodeResumeLimit ends a run that its process died under more
+	// often than its agent's max_resumes allows: whatever it does takes
+	// its process down, and continuing it again would take the next one.
+	ErrorCodeResumeLimit = "resume_limit"
 )
 
 // Run is one agent turn: from the user's input to the agent's answer,
@@ -142,7 +146,43 @@ type RunExt struct {
 	// ToolResults answer client tool calls of an earlier run: they start
 	// this run, stored as the tool messages of those calls.
 	ToolResults []ToolResult `json:"tool_results,omitempty"`
+
+	// What a run needs to be continued by another process (see
+	// ResumeCrash); its history and its log say the rest.
+
+	// Resumes counts the times the run was continued by a process other
+	// than the one that ran it.
+	Resumes int `json:"resumes,omitempty"`
+	// Crashes counts the resumes that followed a process dying under the
+	// running run (ResumeCrash, ResumeTakeover): the agent's max_resumes
+	// bounds them, so that a run whose step kills its process cannot take
+	// every next process down too.
+	Crashes int `json:"crashes,omitempty"`
+	// Handoff says why the process that ran the run let it go unfinished
+	// (ResumeShutdown, ResumeStoreOutage), for whoever continues it; ""
+	// while a process runs it, and after a crash.
+	Handoff string `json:"handoff,omitempty"`
+	// ModelUsage is the usage of the run's recorded model calls, per model,
+	// saved with Usage when a model call asks for tools, so that a
+	// continued run reports what it spent before it was cut.
+	ModelUsage []ModelUsage `json:"model_usage,omitempty"`
 }
+
+// Why a run was continued: the reason of its kerneld.run.resumed event.
+const (
+	// ResumeCrash: the process running it died; it was continued when
+	// kerneld started again on the same store.
+	ResumeCrash = "crash"
+	// ResumeTakeover: the replica running it died, and another replica
+	// took its session once its lease expired.
+	ResumeTakeover = "takeover"
+	// ResumeShutdown: the process running it shut down and handed it off,
+	// at a step boundary or, past its drain budget, mid-step.
+	ResumeShutdown = "shutdown"
+	// ResumeStoreOutage: the store refused its writes for longer than the
+	// lease TTL, so its process let it go until the store answered again.
+	ResumeStoreOutage = "store_outage"
+)
 
 // ClientTool is a tool a client offers a run and runs itself.
 type ClientTool struct {
@@ -186,6 +226,7 @@ func (r Run) Clone() Run {
 	r.Overrides = r.Overrides.Clone()
 	r.Context = slices.Clone(r.Context)
 	r.AgentState = slices.Clone(r.AgentState)
+	r.ModelUsage = slices.Clone(r.ModelUsage)
 	return r
 }
 

@@ -22,6 +22,7 @@ func (CurrentTime) Definition() Definition {
 		Name:        "current_time",
 		Description: "Returns the current date and time in RFC 3339 format.",
 		Parameters:  currentTimeSchema,
+		RetrySafe:   true, // it only reads the clock
 	}
 }
 

@@ -25,6 +25,7 @@ func (MemoryGet) Definition() Definition {
 		Name:        "memory_get",
 		Description: "Reads the JSON value stored under a key in this session's memory.",
 		Parameters:  memoryGetSchema,
+		RetrySafe:   true, // it only reads
 	}
 }
 
@@ -55,6 +56,7 @@ func (MemorySet) Definition() Definition {
 		Name:        "memory_set",
 		Description: "Stores a JSON value under a key in this session's memory; it is shown to you in every later run.",
 		Parameters:  memorySetSchema,
+		RetrySafe:   true, // setting a key to its value again changes nothing
 	}
 }
 

@@ -14,11 +14,19 @@ import (
 	"sort"
 )
 
-// Definition describes a tool to a model.
+// Definition describes a tool to a model, and to the kernel how it may
+// call it.
 type Definition struct {
 	Name        string
 	Description string
 	Parameters  json.RawMessage // JSON Schema of the arguments object
+	// RetrySafe says that calling the tool again with the same arguments
+	// does nothing a first call did not: it only reads, or it sets
+	// something to a value. When a process dies in the middle of such a
+	// call, the run that continues makes it again; any other cut call gets
+	// an error result saying it may or may not have taken effect. An
+	// agent's tools.<name>.retry overrides it.
+	RetrySafe bool
 }
 
 // Memory is the calling session's key/value memory.

@@ -104,6 +104,9 @@ func TestRegistry(t *testing.T) {
 	}
 	for _, name := range r.Names() {
 		tool, _ := r.Get(name)
+		if !tool.Definition().RetrySafe {
+			t.Errorf("%s: not safe to retry; every built-in tool reads, or sets a key to a value", name)
+		}
 		var schema map[string]any
 		if err := json.Unmarshal(tool.Definition().Parameters, &schema); err != nil || schema["type"] != "object" {
 			t.Errorf("%s: parameters %s are not an object schema", name, tool.Definition().Parameters)

@@ -350,6 +350,21 @@ const scenarios = {
     return { id, transcript: await transcript(page) };
   },
 
+  // resume: kerneld is killed mid-answer and started again; the console
+  // follows the run to its end and shows it as one answer, with a note.
+  async resume(page) {
+    const id = await newSession(page, "talking");
+    await send(page, "count");
+    await waitWords(page, 5);
+    const reconnecting = page.waitForSelector(".stream-status.status-reconnecting");
+    console.log("step kill");
+    await reconnecting;
+    await page.waitForSelector(".stream-status.status-live");
+    await waitIdle(page, "completed");
+    if (process.env.SCREENSHOT) await page.screenshot({ path: process.env.SCREENSHOT });
+    return { id, transcript: await transcript(page) };
+  },
+
   // refused: without a key the console shows the 401's detail; with one it works.
   async refused(page) {
     await page.waitForSelector("#global-problem:not([hidden])");

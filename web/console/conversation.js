@@ -183,9 +183,39 @@ const handlers = {
       case "kerneld.run.steered":
         add(state, { kind: "note", key: `s:${v.steerRunId}`, text: "Input added to this run; the agent reads it at its next step." }, changed);
         break;
+      case "kerneld.run.resumed":
+        resumed(state, v, changed);
+        break;
     }
   },
 };
+
+// The notes of a run continued after the process running it stopped, by
+// the reason kerneld gives.
+const resumedNotes = {
+  crash: "kerneld restarted during this run; the answer goes on from its last completed step.",
+  takeover: "The server running this run stopped; another goes on from its last completed step.",
+  shutdown: "kerneld was restarted during this run (a deploy); the answer goes on from its last completed step.",
+  store_outage: "The store was unavailable for a while; the answer goes on from its last completed step.",
+};
+
+// resumed folds kerneld.run.resumed: the model call the stopped process
+// cut short is made again, so what it had shown (its text, reasoning and
+// tool calls) gives way to what it shows now, and a small note says why
+// the answer went quiet. The run stays one answer.
+function resumed(state, v, changed) {
+  const cut = new Set();
+  for (const id of v.cutMessageIds || []) cut.add(`m:${id}`).add(`r:${id}`);
+  for (const id of v.cutToolCallIds || []) cut.add(`t:${id}`);
+  if (cut.size > 0) {
+    state.items = state.items.filter((item) => !cut.has(item.key));
+    changed.add(replacedAll);
+  }
+  add(state, {
+    kind: "resumed", key: `resumed:${state.lastSeq}`, reason: v.reason,
+    text: resumedNotes[v.reason] || "The run was resumed from its last completed step.",
+  }, changed);
+}
 
 function endRun(state, runId, changed, outcome, error) {
   if (state.activeRunId === runId) state.activeRunId = null;

@@ -50,7 +50,8 @@ export class ConversationView {
       case "approval": return approvalNode(item, this.onDecide);
       case "subagent": return subagentNode();
       case "end": return endNode();
-      default: return noteNode();
+      case "resumed": return noteNode("note note-resumed");
+      default: return noteNode("note");
     }
   }
 }
@@ -211,8 +212,8 @@ function endNode() {
   };
 }
 
-function noteNode() {
-  const el = h("div", { class: "note" });
+function noteNode(className) {
+  const el = h("div", { class: className });
   return { el, update(n) { el.textContent = n.text; } };
 }
 

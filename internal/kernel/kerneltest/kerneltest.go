@@ -152,6 +152,8 @@ type Options struct {
 	Quotas kernel.Quotas
 	// StallAfter is the kernel's stall time; 0 means its default.
 	StallAfter time.Duration
+	// Tools are registered beside the built-in and test tools.
+	Tools []tools.Tool
 }
 
 // Kernel is a test kernel with the pieces a test may want to reach.
@@ -168,7 +170,7 @@ type Kernel struct {
 func New(tb testing.TB, opts Options) *Kernel {
 	tb.Helper()
 	wait := NewWaitTool()
-	reg := tools.NewRegistry(append(tools.Builtins(), wait, FailTool{})...)
+	reg := tools.NewRegistry(append(append(tools.Builtins(), wait, FailTool{}), opts.Tools...)...)
 	registry, dir := mustAgents(tb, opts.Agents, opts.Providers, reg)
 	if opts.Store == nil {
 		opts.Store = memory.New()

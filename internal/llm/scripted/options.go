@@ -19,6 +19,7 @@ type options struct {
 	failAfter  int           // ... after this many text and reasoning tokens
 	summary    string        // the answer to a compaction summary request
 	summaryErr string        // when set, summary requests fail with this message
+	crashAfter int           // when set, every call ends the process after this many tokens (see faults.go)
 }
 
 // step is what the model answers to one call.
@@ -58,12 +59,13 @@ func decodeOptions(raw map[string]any) (options, error) {
 	}
 	var o options
 	err := decodeMapping("", &root, map[string]fieldFunc{
-		"token_delay":       durationField(&o.tokenDelay),
-		"script":            func(p string, n *yaml.Node) error { return decodeSteps(p, n, &o.steps) },
-		"error":             valueField(&o.errMsg),
-		"fail_after_tokens": valueField(&o.failAfter),
-		"summary":           valueField(&o.summary),
-		"summary_error":     valueField(&o.summaryErr),
+		"token_delay":        durationField(&o.tokenDelay),
+		"script":             func(p string, n *yaml.Node) error { return decodeSteps(p, n, &o.steps) },
+		"error":              valueField(&o.errMsg),
+		"fail_after_tokens":  valueField(&o.failAfter),
+		"summary":            valueField(&o.summary),
+		"summary_error":      valueField(&o.summaryErr),
+		"crash_after_tokens": valueField(&o.crashAfter),
 	})
 	if err != nil {
 		return options{}, err
@@ -80,6 +82,13 @@ func (o options) validate() error {
 	}
 	if o.failAfter < 0 {
 		v = v.Add("fail_after_tokens", "must not be negative")
+	}
+	switch {
+	case o.crashAfter < 0:
+		v = v.Add("crash_after_tokens", "must not be negative")
+	case o.crashAfter > 0 && crashFault.Load() == nil:
+		v = v.Add("crash_after_tokens", "is a test fault that ends the process; kerneld accepts it only when started "+
+			"with KERNELD_TEST_FAULTS=crash in its environment")
 	}
 	if len(o.steps) == 0 {
 		v = v.Add("script", "required: at least one step")

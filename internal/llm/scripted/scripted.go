@@ -44,6 +44,8 @@ var _ llm.Provider = (*Model)(nil)
 //	fail_after_tokens: 3     # ... after this many text and reasoning tokens
 //	summary: "They chatted." # the answer to a compaction summary request
 //	summary_error: "boom"    # fail summary requests with this message
+//	crash_after_tokens: 5    # end the process after this many tokens of every call;
+//	                         # a test fault, refused unless EnableCrashFaults was called
 //
 // Options may also be built in Go (e.g. a time.Duration for token_delay):
 // anything that encodes to that YAML shape is accepted.
@@ -152,6 +154,9 @@ func (c *call) words(s string, chunk func(string) llm.Chunk) error {
 		}
 		c.tokens++
 		c.out++
+		if c.opts.crashAfter > 0 && c.tokens == c.opts.crashAfter {
+			crashNow()
+		}
 	}
 	return nil
 }

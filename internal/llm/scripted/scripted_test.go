@@ -203,6 +203,31 @@ func TestModel_StreamFails(t *testing.T) {
 	}
 }
 
+// TestModel_CrashFault: crash_after_tokens is refused while crash faults
+// are off, and once they are on, every call crashes (here: records) after
+// that many tokens.
+func TestModel_CrashFault(t *testing.T) {
+	const opts = "{script: [{reasoning: r1, text: t1 t2 t3}], crash_after_tokens: 3}"
+	_, err := scripted.New(llm.ModelConfig{Provider: "scripted", Options: options(t, opts)})
+	require.ErrorIs(t, err, errdefs.ErrInvalid)
+	assert.Contains(t, err.Error(), "KERNELD_TEST_FAULTS=crash")
+
+	var crashes []int
+	var chunks []llm.Chunk
+	scripted.EnableCrashFaults(func() { crashes = append(crashes, len(chunks)) })
+	t.Cleanup(func() { scripted.EnableCrashFaults(nil) })
+	p := mustNew(t, opts)
+	for range 2 {
+		chunks = nil
+		err := p.Stream(t.Context(), llm.Request{}, func(c llm.Chunk) error {
+			chunks = append(chunks, c)
+			return nil
+		})
+		require.NoError(t, err, "a crash that does not end the process lets the call go on")
+	}
+	assert.Equal(t, []int{3, 3}, crashes, "each call crashes after its third token")
+}
+
 func TestModel_StreamTokenDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := mustNew(t, "{token_delay: 20ms, script: [{text: one two three}]}")

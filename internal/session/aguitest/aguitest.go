@@ -65,6 +65,13 @@ func VerifyJSON(tb testing.TB, objects [][]byte) {
 	report(tb, [][][]byte{objects})
 }
 
+// VerifyJSONLogs is VerifyJSON for many logs at once, in one run of the
+// checker.
+func VerifyJSONLogs(tb testing.TB, logs [][][]byte) {
+	tb.Helper()
+	report(tb, logs)
+}
+
 func report(tb testing.TB, logs [][][]byte) {
 	tb.Helper()
 	out, err := CheckLogs(logs)

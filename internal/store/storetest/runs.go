@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ var runTests = []test{
 	{"unknown run is not found", testRunNotFound},
 	{"update replaces the run", testRunUpdate},
 	{"extension fields survive create and update", testRunExt},
+	{"what a continued run records survives every read", testRunContinuation},
 	{"list pages newest first", testRunListPaging},
 	{"list goes by creation order", testRunListOrder},
 	{"list filters by state", testRunListStates},
@@ -117,6 +119,46 @@ func testRunExt(t *testing.T, st kernel.Store) {
 	require.NoError(t, st.UpdateRun(ctx, again))
 	again.Version++
 	assert.Equal(t, normRun(again), normRun(mustGetRun(t, st, s.ID, want.ID)))
+}
+
+// testRunContinuation checks the fields a run needs to be continued by
+// another process (its resumes, why it was let go, what its recorded
+// model calls spent): each read, and an update that clears them, must
+// give back what was stored.
+func testRunContinuation(t *testing.T, st kernel.Store) {
+	ctx := t.Context()
+	s := mustCreateSession(t, st)
+	want := mustCreateRun(t, st, s.ID, func(r *session.Run) {
+		r.State, r.StartedAt, r.StartSeq = session.RunRunning, at(1), 3
+		r.Usage = session.Usage{InputTokens: 90, OutputTokens: 12}
+		r.RunExt = session.RunExt{Resumes: 2, Crashes: 1, Handoff: session.ResumeShutdown, Model: "large-2",
+			ModelUsage: []session.ModelUsage{
+				{Provider: "openai", Model: "large-2", Usage: session.Usage{InputTokens: 80, OutputTokens: 10}},
+				{Provider: "openai", Model: "small-1", Usage: session.Usage{InputTokens: 10, OutputTokens: 2}},
+			}}
+	})
+	assert.Equal(t, normRun(want), normRun(mustGetRun(t, st, s.ID, want.ID)), "get")
+	listed, err := st.ListRuns(ctx, s.ID, session.RunQuery{})
+	require.NoError(t, err)
+	require.Len(t, listed, 1)
+	assert.Equal(t, normRun(want), normRun(listed[0]), "list")
+	byState, err := st.ListRunsByState(ctx, session.RunRunning)
+	require.NoError(t, err)
+	i := slices.IndexFunc(byState, func(r session.Run) bool { return r.ID == want.ID })
+	require.GreaterOrEqual(t, i, 0, "list by state finds the running run")
+	assert.Equal(t, normRun(want), normRun(byState[i]), "list by state")
+
+	// Continued: one more resume, the hand-off cleared, more usage.
+	got := mustGetRun(t, st, s.ID, want.ID)
+	got.Resumes, got.Handoff = 3, ""
+	got.ModelUsage = got.ModelUsage[:1]
+	got.ModelUsage[0].OutputTokens = 40
+	require.NoError(t, st.UpdateRun(ctx, got))
+	got.Version++
+	again := mustGetRun(t, st, s.ID, want.ID)
+	assert.Equal(t, normRun(got), normRun(again), "after update")
+	assert.Empty(t, again.Handoff)
+	assert.Equal(t, 1, again.Crashes)
 }
 
 func testRunUnknownSession(t *testing.T, st kernel.Store) {

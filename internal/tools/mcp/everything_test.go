@@ -41,6 +41,16 @@ func TestEverything(t *testing.T) {
 		assert.Contains(t, schema.Properties, "message")
 		assert.NotEmpty(t, byName["everything__echo"].Definition().Description)
 	})
+	t.Run("SafeToRetry", func(t *testing.T) {
+		// The reference server annotates its tools: echo only reads,
+		// gzip-file-as-resource writes but idempotently, and
+		// toggle-simulated-logging neither.
+		for name, want := range map[string]bool{"echo": true, "gzip-file-as-resource": true, "toggle-simulated-logging": false} {
+			tool := byName["everything__"+name]
+			require.NotNil(t, tool, "the reference server has no tool %s", name)
+			assert.Equal(t, want, tool.Definition().RetrySafe, "%s safe to retry", name)
+		}
+	})
 	t.Run("Echo", func(t *testing.T) {
 		got, err := call(t, byName["everything__echo"], map[string]any{"message": "hi"})
 		require.NoError(t, err)

@@ -27,6 +27,12 @@ func TestManager_Tools(t *testing.T) {
 
 			byName := mustTools(t, m, cfg)
 			assert.Equal(t, []string{"t__crash", "t__echo", "t__fail", "t__pid", "t__sleep"}, sortedNames(byName))
+			safe := map[string]bool{}
+			for name, tool := range byName {
+				safe[name] = tool.Definition().RetrySafe
+			}
+			assert.Equal(t, map[string]bool{"t__crash": false, "t__echo": true, "t__fail": false, "t__pid": false, "t__sleep": true}, safe,
+				"safe to retry: readOnlyHint (echo) or idempotentHint (sleep), nothing else")
 			def := byName["t__echo"].Definition()
 			assert.Equal(t, "Returns its message.", def.Description)
 			var schema struct {

@@ -44,8 +44,18 @@ func newTool(s *server, t *mcpsdk.Tool, timeout time.Duration) *tool {
 			Name:        s.cfg.Name + Separator + t.Name,
 			Description: desc,
 			Parameters:  schemaOf(t),
+			RetrySafe:   retrySafe(t.Annotations),
 		},
 	}
+}
+
+// retrySafe reads a tool's annotations: a tool that says it only reads, or
+// that calling it again with the same arguments has no further effect,
+// may be called again after a crash cut a call short. The annotations are
+// hints a server gives about itself; an agent file that knows better sets
+// retry on the tool.
+func retrySafe(a *mcpsdk.ToolAnnotations) bool {
+	return a != nil && (a.ReadOnlyHint || a.IdempotentHint)
 }
 
 // Definition implements tools.Tool.

@@ -34,13 +34,17 @@ type noArgs struct{}
 // NewServer returns the Go test server. Its tools: echo {message} returns
 // message; sleep {ms} sleeps, then says "slept"; fail reports an error
 // result; pid returns the server's process ID; crash calls crash mid-call.
+// echo says it only reads (readOnlyHint) and sleep that calling it again
+// does nothing more (idempotentHint); the others say neither.
 func NewServer(crash func()) *mcpsdk.Server {
 	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "kerneld-test", Version: "1"}, nil)
-	mcpsdk.AddTool(srv, &mcpsdk.Tool{Name: "echo", Description: "Returns its message."},
+	mcpsdk.AddTool(srv, &mcpsdk.Tool{Name: "echo", Description: "Returns its message.",
+		Annotations: &mcpsdk.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *mcpsdk.CallToolRequest, in echoArgs) (*mcpsdk.CallToolResult, any, error) {
 			return textResult(in.Message), nil, nil
 		})
-	mcpsdk.AddTool(srv, &mcpsdk.Tool{Name: "sleep", Description: "Sleeps, then says so."},
+	mcpsdk.AddTool(srv, &mcpsdk.Tool{Name: "sleep", Description: "Sleeps, then says so.",
+		Annotations: &mcpsdk.ToolAnnotations{IdempotentHint: true}},
 		func(ctx context.Context, _ *mcpsdk.CallToolRequest, in sleepArgs) (*mcpsdk.CallToolResult, any, error) {
 			select {
 			case <-time.After(time.Duration(in.MS) * time.Millisecond):

@@ -43,8 +43,15 @@ const waitReady = () => page.waitForFunction(() => document.getElementById("stat
 const result = { pageErrors };
 try {
   await open("echo", `echo-${Date.now()}`);
+  // The status may pass through "streaming" between two polls of a busy
+  // machine: an observer set before the send records every state it takes.
+  await page.evaluate(() => {
+    window.statuses = [];
+    const el = document.getElementById("status");
+    new MutationObserver(() => window.statuses.push(el.textContent)).observe(el, { childList: true, characterData: true, subtree: true });
+  });
   await send("hello kerneld");
-  await page.waitForFunction(() => document.getElementById("status").textContent === "streaming");
+  await page.waitForFunction(() => window.statuses.includes("streaming"));
   await waitReady();
   result.echo = await answer();
 

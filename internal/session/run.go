@@ -142,7 +142,16 @@ type RunExt struct {
 	// ToolResults answer client tool calls of an earlier run: they start
 	// this run, stored as the tool messages of those calls.
 	ToolResults []ToolResult `json:"tool_results,omitempty"`
+	// Images are the pictures the run's input carries, after its text.
+	Images []ImageRef `json:"images,omitempty"`
+	// Source says what posted the run when it was not a client's request:
+	// RunSourceSchedule for a schedule's firing; "" for a client.
+	Source string `json:"source,omitempty"`
 }
+
+// RunSourceSchedule is the Source of a run a schedule posted.
+const RunSourceSchedule = "schedule"
+
 
 // ClientTool is a tool a client offers a run and runs itself.
 type ClientTool struct {
@@ -186,6 +195,7 @@ func (r Run) Clone() Run {
 	r.Overrides = r.Overrides.Clone()
 	r.Context = slices.Clone(r.Context)
 	r.AgentState = slices.Clone(r.AgentState)
+	r.Images = cloneImageRefs(r.Images)
 	return r
 }
 

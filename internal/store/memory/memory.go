@@ -38,6 +38,8 @@ type Store struct {
 	byMetadata map[metaEntry][]*record
 
 	tokens atomic.Int64 // the last fencing token given out, by any session
+
+	images imageTable // see images.go
 }
 
 // record is one session with everything that belongs to it.
@@ -122,6 +124,7 @@ func cloneRun(r session.Run) session.Run { return r.Clone() }
 // cloneMessage returns m sharing no memory with the original.
 func cloneMessage(m session.Message) session.Message {
 	m.ToolCalls = slices.Clone(m.ToolCalls)
+	m.Images = slices.Clone(m.Images)
 	if m.Compaction != nil {
 		c := *m.Compaction
 		m.Compaction = &c

@@ -152,7 +152,6 @@ type RunExt struct {
 // RunSourceSchedule is the Source of a run a schedule posted.
 const RunSourceSchedule = "schedule"
 
-
 // ClientTool is a tool a client offers a run and runs itself.
 type ClientTool struct {
 	Name        string          `json:"name"`

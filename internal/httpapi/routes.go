@@ -62,6 +62,8 @@ func (s *Server) routes() chi.Router {
 			r.Post("/sessions/{id}/runs/{run_id}/approvals/{tool_call_id}", s.handle(s.handleApprovalDecide))
 			r.Get("/sessions/{id}/messages", s.handle(sessionList(s.kernel.Messages, toMessageResponse)))
 			r.Get("/sessions/{id}/transcript", s.handle(s.handleSessionTranscript))
+			r.Get("/sessions/{id}/images", s.handle(s.handleImageList))
+			r.Get("/sessions/{id}/images/{hash}", s.handle(s.handleImageGet))
 			r.Get("/sessions/{id}/memory", s.handle(s.handleMemoryList))
 			r.Get("/sessions/{id}/memory/*", s.handle(s.handleMemoryGet))
 			r.Put("/sessions/{id}/memory/*", s.handle(s.handleMemoryPut))

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"cmp"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -12,17 +13,48 @@ import (
 )
 
 type createRunRequest struct {
-	Input     string         `json:"input"`
-	IfBusy    string         `json:"if_busy"`
-	Overrides *overridesBody `json:"overrides"`
+	// Input is a string, or a list of AG-UI content parts (see
+	// readContent), read by runInput.
+	Input     json.RawMessage `json:"input"`
+	IfBusy    string          `json:"if_busy"`
+	Overrides *overridesBody  `json:"overrides"`
 }
 
 // Validate checks shape only; busy policies and bounds are the kernel's.
 func (req createRunRequest) Validate() error {
-	if req.Input == "" {
+	if noInput(req.Input) {
 		return errdefs.Invalid("input", "required")
 	}
 	return req.Overrides.check(nil).Err()
+}
+
+// noInput reports whether a run's input is missing, null or "".
+func noInput(raw json.RawMessage) bool {
+	switch string(raw) {
+	case "", "null", `""`:
+		return true
+	}
+	return false
+}
+
+// runInput reads the input of a run, a string or a list of content parts,
+// and returns its text. Images are checked, each refusal naming its part;
+// well-formed ones are refused as a whole, since runs do not take them yet.
+func (s *Server) runInput(field string, raw json.RawMessage) (string, error) {
+	c, problem := readContent(field, raw, strictJSON)
+	if problem != nil {
+		return "", errdefs.Invalid(problem.field, problem.problem)
+	}
+	if c.text == "" && len(c.images) == 0 {
+		return "", errdefs.Invalid(field, "required")
+	}
+	if _, err := s.readImages(c.images, field); err != nil {
+		return "", err
+	}
+	if len(c.images) > 0 {
+		return "", errImagesNotRun(field)
+	}
+	return c.text, nil
 }
 
 type runErrorResponse struct {
@@ -80,12 +112,16 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	input, err := s.runInput("input", req.Input)
+	if err != nil {
+		return err
+	}
 	key, err := idempotencyKey(r)
 	if err != nil {
 		return err
 	}
 	return s.startRun(w, r, r.PathValue("id"), kernel.RunRequest{
-		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key, Overrides: req.Overrides.toOverrides(),
+		Input: input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key, Overrides: req.Overrides.toOverrides(),
 	})
 }
 

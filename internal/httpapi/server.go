@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/kerneld/kerneld/internal/images"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/quota"
 )
@@ -41,10 +42,17 @@ type Options struct {
 	// credentials. Empty allows none (see ValidateCORSOrigins).
 	CORSOrigins []string
 	// Quotas applies the tenants' quotas and rate limits; nil applies none.
-	Quotas  *quota.Limiter
-	Metrics http.Handler // served at /metrics; nil answers 404
-	OpenAPI []byte       // served at /openapi.yaml
-	Version string
+	Quotas *quota.Limiter
+	// Images checks the images of users' messages and serves those kept;
+	// nil checks them under the default limits and keeps none.
+	Images *images.Library
+	// MaxImageBodyBytes bounds the body of a request that may carry
+	// images (the run routes), in place of MaxBodyBytes when larger;
+	// default 24 MiB, room for six images of the default size in base64.
+	MaxImageBodyBytes int64
+	Metrics           http.Handler // served at /metrics; nil answers 404
+	OpenAPI           []byte       // served at /openapi.yaml
+	Version           string
 }
 
 // DefaultTenant is the tenant of every caller when no API keys are set.
@@ -68,6 +76,12 @@ func New(k *kernel.Kernel, streams *Streams, opts Options) *Server {
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 1 << 20
+	}
+	if opts.Images == nil {
+		opts.Images = images.New(nil, images.Limits{}, nil)
+	}
+	if opts.MaxImageBodyBytes <= 0 {
+		opts.MaxImageBodyBytes = 24 << 20
 	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = 30 * time.Second

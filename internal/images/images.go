@@ -95,10 +95,15 @@ type Library struct {
 }
 
 // New returns a library keeping images in store under limits; now is the
-// clock of their creation times (nil: time.Now).
+// clock of their creation times (nil: time.Now). Without a store it
+// checks images and keeps none: Put fails with ErrUnavailable, and no
+// image is found.
 func New(store Store, limits Limits, now func() time.Time) *Library {
 	if now == nil {
 		now = time.Now
+	}
+	if store == nil {
+		store = noStore{}
 	}
 	return &Library{store: store, limits: limits.withDefaults(), now: now}
 }

@@ -39,7 +39,8 @@ type Store struct {
 
 	tokens atomic.Int64 // the last fencing token given out, by any session
 
-	images imageTable // see images.go
+	images    imageTable    // see images.go
+	schedules scheduleTable // see schedules.go
 }
 
 // record is one session with everything that belongs to it.

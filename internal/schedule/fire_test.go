@@ -35,8 +35,8 @@ func TestService_Outcomes(t *testing.T) {
 			svc := f.service(t, "r1", schedule.Limits{})
 			sch, err := svc.Create(t.Context(), f.sess, schedule.Spec{Every: time.Hour, Input: "hi"})
 			require.NoError(t, err)
-			f.runner.setFail(f.sess.ID, tt.err)
-			f.clock.advance(time.Hour)
+			f.runner.SetFail(f.sess.ID, tt.err)
+			f.clock.Advance(time.Hour)
 			mustFire(t, svc)
 
 			got, err := svc.Get(t.Context(), f.sess.ID, sch.ID)
@@ -67,14 +67,14 @@ func TestService_RetriedAfterClaimExpires(t *testing.T) {
 	at := f.clock.Now().Add(time.Minute)
 	_, err := r1.Create(t.Context(), f.sess, schedule.Spec{At: at, Input: "hi"})
 	require.NoError(t, err)
-	f.runner.setFail(f.sess.ID, errdefs.New(errdefs.ErrUnavailable, "shutting_down", "later"))
-	f.clock.set(at)
+	f.runner.SetFail(f.sess.ID, errdefs.New(errdefs.ErrUnavailable, "shutting_down", "later"))
+	f.clock.Set(at)
 	assert.Zero(t, mustFire(t, r1))
-	f.runner.setFail(f.sess.ID, nil)
+	f.runner.SetFail(f.sess.ID, nil)
 	assert.Zero(t, mustFire(t, r2), "still claimed by r1")
-	f.clock.advance(30 * time.Second)
+	f.clock.Advance(30 * time.Second)
 	assert.Equal(t, 1, mustFire(t, r2))
-	calls := f.runner.requests()
+	calls := f.runner.Requests()
 	require.Len(t, calls, 2)
 	assert.Equal(t, calls[0].IdempotencyKey, calls[1].IdempotencyKey)
 }
@@ -88,23 +88,23 @@ func TestService_LostClaim(t *testing.T) {
 		slow, fast := f.service(t, "slow", schedule.Limits{}), f.service(t, "fast", schedule.Limits{})
 		sch, err := slow.Create(t.Context(), f.sess, schedule.Spec{Every: time.Hour, Input: "hi"})
 		require.NoError(t, err)
-		f.clock.advance(time.Hour)
+		f.clock.Advance(time.Hour)
 
 		gate := make(chan struct{})
-		f.runner.setGate(gate)
+		f.runner.SetGate(gate)
 		done := make(chan int)
 		go func() {
 			n, _ := slow.FireDue(t.Context())
 			done <- n
 		}()
-		<-f.runner.entered // slow has claimed the schedule and waits in Run
-		f.runner.setGate(nil)
-		f.clock.advance(31 * time.Second) // slow's claim expires
+		<-f.runner.Entered // slow has claimed the schedule and waits in Run
+		f.runner.SetGate(nil)
+		f.clock.Advance(31 * time.Second) // slow's claim expires
 		assert.Equal(t, 1, mustFire(t, fast))
 		close(gate)
 		assert.Zero(t, <-done, "slow's firing is not recorded")
 
-		assert.Equal(t, 1, f.runner.distinctRuns(), "one run")
+		assert.Equal(t, 1, f.runner.Started(), "one run")
 		got, err := slow.Get(t.Context(), f.sess.ID, sch.ID)
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), got.Fired)
@@ -125,7 +125,7 @@ func TestService_Loop(t *testing.T) {
 
 	svc.Start()
 	select {
-	case req := <-f.runner.fired:
+	case req := <-f.runner.Fired:
 		assert.Equal(t, "now", req.Input)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the loop fired nothing")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/schedule"
+	"github.com/kerneld/kerneld/internal/schedule/scheduletest"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/store/memory"
 	"github.com/kerneld/kerneld/internal/store/sqlite"
@@ -22,108 +23,17 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// clock is a settable time source.
-type clock struct{ now atomic.Int64 } // unix micros
-
-func newClock() *clock {
-	c := &clock{}
-	c.set(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
-	return c
-}
-func (c *clock) set(t time.Time)         { c.now.Store(t.UnixMicro()) }
-func (c *clock) Now() time.Time          { return time.UnixMicro(c.now.Load()).UTC() }
-func (c *clock) advance(d time.Duration) { c.set(c.Now().Add(d)) }
-
-// runner stands in for the kernel at the package's edge: it records each
-// run it is asked for and, as the kernel does, answers a request whose
-// idempotency key it has seen with the run that key started.
-type runner struct {
-	mu    sync.Mutex
-	calls []schedule.RunRequest
-	runs  map[string]string // idempotency key → run id
-	fail  map[string]error  // session id → the error its runs get
-	fired chan schedule.RunRequest
-	// gate, when set, holds Run until it is closed; entered hears of
-	// each Run that waits at it.
-	gate    chan struct{}
-	entered chan struct{}
-}
-
-func newRunner() *runner {
-	return &runner{runs: map[string]string{}, fail: map[string]error{}, fired: make(chan schedule.RunRequest, 100),
-		entered: make(chan struct{}, 100)}
-}
-
-// setGate sets the gate later Runs wait at; nil lets them through.
-func (r *runner) setGate(gate chan struct{}) {
-	r.mu.Lock()
-	r.gate = gate
-	r.mu.Unlock()
-}
-
-// setFail makes the runs of session id fail with err (nil: succeed).
-func (r *runner) setFail(id string, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err == nil {
-		delete(r.fail, id)
-		return
-	}
-	r.fail[id] = err
-}
-
-// requests returns the runs asked for so far.
-func (r *runner) requests() []schedule.RunRequest {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]schedule.RunRequest(nil), r.calls...)
-}
-
-func (r *runner) Run(ctx context.Context, req schedule.RunRequest) (schedule.RunResult, error) {
-	r.mu.Lock()
-	gate := r.gate
-	r.mu.Unlock()
-	if gate != nil {
-		r.entered <- struct{}{}
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return schedule.RunResult{}, ctx.Err()
-		}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.calls = append(r.calls, req)
-	if err := r.fail[req.SessionID]; err != nil {
-		return schedule.RunResult{}, err
-	}
-	id, seen := r.runs[req.IdempotencyKey]
-	if !seen {
-		id = session.NewID()
-		r.runs[req.IdempotencyKey] = id
-		r.fired <- req
-	}
-	return schedule.RunResult{RunID: id, Queued: req.IfBusy == "queue"}, nil
-}
-
-// distinctRuns returns how many runs were started.
-func (r *runner) distinctRuns() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.runs)
-}
-
 // fixture is a store with one session, a clock and a runner.
 type fixture struct {
 	st     storetest.ScheduleStore
 	sess   session.Session
-	clock  *clock
-	runner *runner
+	clock  *scheduletest.Clock
+	runner *scheduletest.Runner
 }
 
 func newFixture(t *testing.T, st storetest.ScheduleStore) *fixture {
 	t.Helper()
-	f := &fixture{st: st, clock: newClock(), runner: newRunner()}
+	f := &fixture{st: st, clock: scheduletest.NewClock(), runner: scheduletest.NewRunner()}
 	f.sess = f.newSession(t, "acme")
 	return f
 }
@@ -220,15 +130,15 @@ func TestService_FireOnce(t *testing.T) {
 		require.NoError(t, err)
 
 		assert.Zero(t, mustFire(t, svc), "not due yet")
-		f.clock.set(at)
+		f.clock.Set(at)
 		assert.Equal(t, 1, mustFire(t, svc))
 		assert.Equal(t, []schedule.RunRequest{{Tenant: "acme", SessionID: f.sess.ID, Input: "Stand-up in 5 minutes",
-			IfBusy: "reject", Source: session.RunSourceSchedule, IdempotencyKey: schedule.FiringKey(sch.ID, at)}}, f.runner.requests())
+			IfBusy: "reject", Source: session.RunSourceSchedule, IdempotencyKey: schedule.FiringKey(sch.ID, at)}}, f.runner.Requests())
 		_, err = svc.Get(t.Context(), f.sess.ID, sch.ID)
 		assert.Equal(t, "schedule_not_found", errdefs.CodeOf(err))
-		f.clock.advance(time.Hour)
+		f.clock.Advance(time.Hour)
 		assert.Zero(t, mustFire(t, svc))
-		assert.Len(t, f.runner.requests(), 1)
+		assert.Len(t, f.runner.Requests(), 1)
 	})
 }
 
@@ -242,7 +152,7 @@ func TestService_FireAfterDowntime(t *testing.T) {
 		sch, err := svc.Create(t.Context(), f.sess, schedule.Spec{Every: time.Hour, Input: "hourly", IfBusy: schedule.IfBusyQueue})
 		require.NoError(t, err)
 
-		f.clock.set(start.Add(5*time.Hour + 20*time.Minute)) // down since before the first tick
+		f.clock.Set(start.Add(5*time.Hour + 20*time.Minute)) // down since before the first tick
 		assert.Equal(t, 1, mustFire(t, svc))
 		assert.Zero(t, mustFire(t, svc), "the missed ticks are not made up")
 		got, err := svc.Get(t.Context(), f.sess.ID, sch.ID)
@@ -252,11 +162,11 @@ func TestService_FireAfterDowntime(t *testing.T) {
 		require.NotNil(t, got.Last)
 		assert.Equal(t, schedule.OutcomeQueued, got.Last.Outcome)
 		assert.Equal(t, start.Add(time.Hour), got.Last.DueAt)
-		assert.Equal(t, "queue", f.runner.requests()[0].IfBusy)
+		assert.Equal(t, "queue", f.runner.Requests()[0].IfBusy)
 
-		f.clock.set(start.Add(6 * time.Hour))
+		f.clock.Set(start.Add(6 * time.Hour))
 		assert.Equal(t, 1, mustFire(t, svc))
-		assert.Equal(t, 2, f.runner.distinctRuns())
+		assert.Equal(t, 2, f.runner.Started())
 	})
 }
 
@@ -274,7 +184,7 @@ func TestService_ThreeReplicas(t *testing.T) {
 			_, err := replicas[i%3].Create(t.Context(), s, schedule.Spec{At: f.clock.Now().Add(time.Minute), Input: "go"})
 			require.NoError(t, err)
 		}
-		f.clock.advance(time.Minute)
+		f.clock.Advance(time.Minute)
 		var wg sync.WaitGroup
 		var total atomic.Int64
 		for _, r := range replicas {
@@ -288,7 +198,7 @@ func TestService_ThreeReplicas(t *testing.T) {
 		}
 		wg.Wait()
 		assert.Equal(t, int64(n), total.Load(), "firings")
-		assert.Len(t, f.runner.requests(), n, "runs posted")
-		assert.Equal(t, n, f.runner.distinctRuns())
+		assert.Len(t, f.runner.Requests(), n, "runs posted")
+		assert.Equal(t, n, f.runner.Started())
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/kerneld/kerneld/internal/images"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/quota"
+	"github.com/kerneld/kerneld/internal/schedule"
 )
 
 // Options configure a Server. Zero values take the defaults noted.
@@ -46,6 +47,9 @@ type Options struct {
 	// Images checks the images of users' messages and serves those kept;
 	// nil checks them under the default limits and keeps none.
 	Images *images.Library
+	// Schedules keeps the sessions' scheduled prompts; nil answers their
+	// routes 503 schedules_unavailable.
+	Schedules *schedule.Service
 	// MaxImageBodyBytes bounds the body of a request that may carry
 	// images (the run routes), in place of MaxBodyBytes when larger;
 	// default 24 MiB, room for six images of the default size in base64.

@@ -24,13 +24,15 @@ import (
 // Config is kerneld's configuration: defaults, then configs/kerneld.yaml,
 // then KERNELD_* environment variables, then flags.
 type Config struct {
-	HTTP      HTTPConfig     `yaml:"http"`
-	Store     StoreConfig    `yaml:"store"`
-	AgentsDir string         `yaml:"agents_dir"`
-	Log       LogConfig      `yaml:"log"`
-	Auth      AuthConfig     `yaml:"auth"`
-	Sessions  SessionsConfig `yaml:"sessions"`
-	Quotas    QuotasConfig   `yaml:"quotas"`
+	HTTP      HTTPConfig      `yaml:"http"`
+	Store     StoreConfig     `yaml:"store"`
+	AgentsDir string          `yaml:"agents_dir"`
+	Log       LogConfig       `yaml:"log"`
+	Auth      AuthConfig      `yaml:"auth"`
+	Sessions  SessionsConfig  `yaml:"sessions"`
+	Quotas    QuotasConfig    `yaml:"quotas"`
+	Images    ImagesConfig    `yaml:"images"`
+	Schedules SchedulesConfig `yaml:"schedules"`
 }
 
 // QuotasConfig are the quotas and rate limits of every tenant (operator
@@ -142,6 +144,8 @@ func DefaultConfig() Config {
 			MaxConnectionsPerAddress: 2048, FirstRequestTimeout: 5 * time.Second,
 		},
 		Quotas:    QuotasConfig(quota.DefaultLimits()),
+		Images:    defaultImagesConfig(),
+		Schedules: defaultSchedulesConfig(),
 		Store:     StoreConfig{Kind: "sqlite", DataDir: "./data", Redis: RedisConfig{LeaseTTL: 10 * time.Second}},
 		AgentsDir: "configs/agents",
 		Log:       LogConfig{Format: "text", Level: "info"},
@@ -370,7 +374,7 @@ func (c Config) Validate() error {
 	if err := httpapi.ValidateCORSOrigins(c.HTTP.CORSOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("http.cors_origins: %w", err))
 	}
-	errs = append(errs, c.Auth.check())
+	errs = append(errs, c.Auth.check(), c.Images.check(), c.Schedules.check())
 	return errors.Join(errs...)
 }
 

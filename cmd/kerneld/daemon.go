@@ -24,6 +24,7 @@ import (
 	"github.com/kerneld/kerneld/internal/llm/scripted"
 	"github.com/kerneld/kerneld/internal/metrics"
 	"github.com/kerneld/kerneld/internal/quota"
+	"github.com/kerneld/kerneld/internal/schedule"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/store/memory"
 	"github.com/kerneld/kerneld/internal/store/redis"
@@ -51,6 +52,9 @@ type daemon struct {
 	conns    connPlan
 	repl     *replication // with the redis store
 	quotas   *quota.Limiter
+	// schedules fires the sessions' scheduled prompts; nil with a store
+	// that keeps none.
+	schedules *schedule.Service
 }
 
 // serve runs kerneld until ctx ends. It listens first and answers health
@@ -194,11 +198,19 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		}
 		repl = d.repl.config(cfg.Store.Redis)
 	}
+	observers := []kernel.Observer{d.streams, d.metrics, kernel.LogObserver{Log: d.log.With("system", "kernel")}}
+	runner := &kernelRunner{quotas: d.quotas}
+	if d.schedules, err = newSchedules(cfg, db, runner, d.log.With("system", "schedules")); err != nil {
+		return errors.Join(err, d.close(ctx))
+	}
+	if d.schedules != nil {
+		observers = append(observers, d.schedules) // a session closed or deleted loses its schedules
+	}
 	d.kernel, err = kernel.New(kernel.Config{
 		Agents: d.registry, Tools: d.tools, Store: d.metrics.Store(db),
 		Limits: cfg.limits(), Retention: cfg.retention(), Replication: repl, Quotas: d.quotas,
 		StallAfter: cfg.Sessions.StallAfter,
-		Observers:  []kernel.Observer{d.streams, d.metrics, kernel.LogObserver{Log: d.log.With("system", "kernel")}},
+		Observers:  observers,
 		Logger:     d.log.With("system", "kernel"),
 		MCP:        mcp.Options{Logger: d.log}, // it adds system=mcp
 	})
@@ -212,6 +224,10 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	}
 	if err != nil {
 		return errors.Join(err, d.close(ctx))
+	}
+	runner.kernel = d.kernel
+	if d.schedules != nil {
+		d.schedules.Start() // after recovery: a firing's run queues behind the runs recovered
 	}
 	d.measureOwnership()
 	d.metrics.GaugeFunc("kerneld_streams_open", "Open SSE streams.", func() float64 { return float64(d.streams.Open()) })
@@ -227,6 +243,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		ReadTimeout: cfg.HTTP.ReadTimeout, MinBodyRate: cfg.HTTP.MinBodyRate, BodyRateGrace: cfg.HTTP.BodyRateGrace,
 		MaxStreams: d.conns.maxStreams, MaxStreamsPerTenant: cfg.HTTP.MaxStreamsPerTenant,
 		CORSOrigins: cfg.HTTP.CORSOrigins, Quotas: d.quotas, Metrics: metrics, OpenAPI: api.OpenAPI, Version: version,
+		Images: newImages(cfg, db), MaxImageBodyBytes: cfg.Images.MaxRequestBytes, Schedules: d.schedules,
 	})
 	return nil
 }
@@ -339,8 +356,11 @@ func (d *daemon) run(ctx context.Context, servers []*http.Server, serveErr chan 
 // their end) and then the store.
 func (d *daemon) close(ctx context.Context) error {
 	var errs []error
+	if d.schedules != nil {
+		errs = append(errs, d.schedules.Close(ctx)) // 2. no more firings; one cut short fires again
+	}
 	if d.kernel != nil {
-		errs = append(errs, d.kernel.Close(ctx)) // 2. runs record their end; leases are released
+		errs = append(errs, d.kernel.Close(ctx)) // 3. runs record their end; leases are released
 	}
 	if d.streams != nil {
 		d.streams.Close()
@@ -350,7 +370,7 @@ func (d *daemon) close(ctx context.Context) error {
 	}
 	d.quotas.Close() // no more run counts to publish
 	if d.db != nil {
-		errs = append(errs, d.db.Close()) // 3. nothing writes any more
+		errs = append(errs, d.db.Close()) // 4. nothing writes any more
 	}
 	return errors.Join(errs...)
 }

@@ -102,12 +102,11 @@ func (s *Server) handleAGUIRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if len(input.images) > 0 {
-		field := fmt.Sprintf("messages[%d].content", input.index)
-		if _, err := s.readImages(input.images, field); err != nil {
-			return err
-		}
-		return errImagesNotRun(field)
+	field := fmt.Sprintf("messages[%d].content", input.index)
+	if imgs, err := s.readImages(input.images, field); err != nil {
+		return err
+	} else if len(imgs) > 0 {
+		return errImagesNotRun(field) // runs cannot carry them yet
 	}
 	clientTools, err := s.clientTools(r, in.tools, own)
 	if err != nil {

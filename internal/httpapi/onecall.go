@@ -43,9 +43,12 @@ func (s *Server) handleOneCallRun(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	input, err := s.runInput("input", req.Input)
+	input, imgs, err := s.runInput("input", req.Input)
 	if err != nil {
 		return err
+	}
+	if len(imgs) > 0 {
+		return errImagesNotRun("input") // runs cannot carry them yet
 	}
 	key, err := idempotencyKey(r)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/images"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/session"
 )
@@ -38,23 +39,21 @@ func noInput(raw json.RawMessage) bool {
 }
 
 // runInput reads the input of a run, a string or a list of content parts,
-// and returns its text. Images are checked, each refusal naming its part;
-// well-formed ones are refused as a whole, since runs do not take them yet.
-func (s *Server) runInput(field string, raw json.RawMessage) (string, error) {
+// and returns its text and its images, decoded and checked, each refusal
+// naming its part.
+func (s *Server) runInput(field string, raw json.RawMessage) (string, []images.Input, error) {
 	c, problem := readContent(field, raw, strictJSON)
 	if problem != nil {
-		return "", errdefs.Invalid(problem.field, problem.problem)
+		return "", nil, errdefs.Invalid(problem.field, problem.problem)
 	}
 	if c.text == "" && len(c.images) == 0 {
-		return "", errdefs.Invalid(field, "required")
+		return "", nil, errdefs.Invalid(field, "required")
 	}
-	if _, err := s.readImages(c.images, field); err != nil {
-		return "", err
+	ins, err := s.readImages(c.images, field)
+	if err != nil {
+		return "", nil, err
 	}
-	if len(c.images) > 0 {
-		return "", errImagesNotRun(field)
-	}
-	return c.text, nil
+	return c.text, ins, nil
 }
 
 type runErrorResponse struct {
@@ -112,9 +111,12 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	input, err := s.runInput("input", req.Input)
+	input, imgs, err := s.runInput("input", req.Input)
 	if err != nil {
 		return err
+	}
+	if len(imgs) > 0 {
+		return errImagesNotRun("input") // runs cannot carry them yet
 	}
 	key, err := idempotencyKey(r)
 	if err != nil {

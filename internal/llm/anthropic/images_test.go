@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kerneld/kerneld/internal/images/imagestest"
 	"github.com/kerneld/kerneld/internal/llm"
 	"github.com/kerneld/kerneld/internal/llm/llmtest"
 )
@@ -15,7 +16,7 @@ import (
 // Messages API's format: image blocks with a base64 or url source, before
 // the text of their message, and merged with a user turn they join.
 func TestClient_Stream_Images(t *testing.T) {
-	png := llmtest.PNG(t)
+	png := imagestest.PNG()
 	s := llmtest.NewServer(t, textReply("A red dot.", 1, 1))
 	req := llm.Request{Messages: []llm.Message{
 		{Role: llm.RoleUser, Content: "What is in these?", Images: []llm.Image{

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kerneld/kerneld/internal/images/imagestest"
 	"github.com/kerneld/kerneld/internal/llm"
 	"github.com/kerneld/kerneld/internal/llm/llmtest"
 )
@@ -16,7 +17,7 @@ import (
 // text and image_url parts, bytes as a base64 data URL, a URL as it is;
 // one without stays a string.
 func TestClient_Stream_Images(t *testing.T) {
-	png := llmtest.PNG(t)
+	png := imagestest.PNG()
 	s := llmtest.NewServer(t, stream(roleChunk(), textChunk("A red dot."), finishChunk("stop"), done))
 	req := llm.Request{Messages: []llm.Message{
 		{Role: llm.RoleUser, Content: "Hi"},

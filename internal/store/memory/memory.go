@@ -10,7 +10,10 @@
 // record (and the creation order); each record has its own RWMutex for
 // that session's data. Appending to one session therefore never waits on
 // another session's appends. When both are taken, the store lock comes
-// first; nothing takes it while holding a record lock.
+// first; nothing takes it while holding a record lock. The tables of
+// images and schedules have a lock each, taken after a record's (a put
+// holds its session's read lock so that DeleteSession cannot pass it) and
+// never with the other.
 package memory
 
 import (

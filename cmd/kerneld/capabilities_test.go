@@ -117,4 +117,10 @@ func TestRun_ScheduleFires(t *testing.T) {
 	assert.Equal(t, later["next_at"], got["next_at"], "kept across the restart")
 	getJSON(t, base+"/sessions/"+id+"/runs", &page)
 	assert.Len(t, page.Data, 1, "the fired schedule did not fire again after the restart")
+
+	post(t, base+"/sessions/"+id+"/close", `{}`)
+	pollUntil(t, "the closed session's schedules to go", func() bool {
+		getJSON(t, base+"/sessions/"+id+"/schedules", &page)
+		return len(page.Data) == 0
+	})
 }

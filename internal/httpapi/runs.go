@@ -78,6 +78,7 @@ type runResponse struct {
 	Model          *string           `json:"model"`
 	Overrides      overridesBody     `json:"overrides"`
 	Kind           string            `json:"kind"`
+	Source         *string           `json:"source"`
 	CreatedAt      time.Time         `json:"created_at"`
 	StartedAt      *time.Time        `json:"started_at"`
 	EndedAt        *time.Time        `json:"ended_at"`
@@ -91,7 +92,7 @@ func toRunResponse(r session.Run) runResponse {
 	out := runResponse{
 		ID: r.ID, SessionID: session.PublicID(r.SessionID), State: r.State, Status: session.RunStatusOf(&r), Input: r.Input,
 		IdempotencyKey: nullable(r.IdempotencyKey), IfBusy: nullable(r.IfBusy), SteeredInto: nullable(r.SteeredInto),
-		Model: nullable(r.Model), Overrides: toOverridesBody(r.Overrides), Kind: cmp.Or(r.Kind, "input"),
+		Model: nullable(r.Model), Overrides: toOverridesBody(r.Overrides), Kind: cmp.Or(r.Kind, "input"), Source: nullable(r.Source),
 		CreatedAt: r.CreatedAt.UTC(),
 		StartedAt: nullableTime(r.StartedAt), EndedAt: nullableTime(r.EndedAt),
 		Usage:    usageResponse{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens},

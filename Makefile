@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: build run cluster test test-integration test-examples lint lint-api bench loadtest soak golden check agui aisdk mcp browser screenshot testdeps docker clean
+.PHONY: build run cluster test test-integration test-examples lint lint-api bench loadtest soak golden check agui aisdk mcp webhooks browser screenshot testdeps docker clean
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kerneld ./cmd/kerneld
@@ -40,6 +40,15 @@ mcp:
 			|| echo "npm ci failed (offline?): reference MCP server tests will be skipped"; \
 	else echo "npm not found: reference MCP server tests will be skipped"; fi
 
+# webhooks installs the Standard Webhooks reference verifier (npm
+# standardwebhooks) that checks kerneld's webhook signatures, when npm is
+# available; without it, or offline, that test skips and says why.
+webhooks:
+	@if command -v npm >/dev/null 2>&1; then \
+		[ -d test/webhooks/node_modules/standardwebhooks ] || npm ci --prefix test/webhooks --no-audit --no-fund --loglevel=error \
+			|| echo "npm ci failed (offline?): the webhook reference verifier test will be skipped"; \
+	else echo "npm not found: the webhook reference verifier test will be skipped"; fi
+
 # browser installs playwright-core for the web console's browser tests,
 # when npm is available; never a browser: they use Debian's Chromium
 # (apt-get install chromium). Without either, those tests skip and say why.
@@ -54,7 +63,7 @@ screenshot: browser
 	go test -count=1 -run TestConsole_ReloadMidRun ./test/browser -update
 
 # testdeps installs what the optional test suites need.
-testdeps: agui aisdk mcp browser
+testdeps: agui aisdk mcp webhooks browser
 
 test: testdeps
 	go test -race -count=1 -timeout 30m ./...
@@ -79,7 +88,7 @@ test-integration: testdeps
 	go test -race -count=1 -tags=integration ./...
 
 lint:
-	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run
+	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run --allow-parallel-runners
 
 # lint-api lints api/openapi.yaml with Redocly and Spectral, pinned in
 # test/apilint (with their rulesets), and fails on any error or warning.

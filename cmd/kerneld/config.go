@@ -31,8 +31,19 @@ type Config struct {
 	Auth      AuthConfig      `yaml:"auth"`
 	Sessions  SessionsConfig  `yaml:"sessions"`
 	Quotas    QuotasConfig    `yaml:"quotas"`
+	Telemetry TelemetryConfig `yaml:"telemetry"`
+	Webhooks  WebhooksConfig  `yaml:"webhooks"`
 	Images    ImagesConfig    `yaml:"images"`
 	Schedules SchedulesConfig `yaml:"schedules"`
+}
+
+// TelemetryConfig configures tracing beyond the standard OTEL_* variables,
+// which say whether and where spans are exported.
+type TelemetryConfig struct {
+	// RecordContent puts prompts, answers, tool arguments and results on
+	// spans; off, spans carry sizes and names only.
+	// OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true sets it too.
+	RecordContent bool `yaml:"record_content"`
 }
 
 // QuotasConfig are the quotas and rate limits of every tenant (operator
@@ -144,6 +155,7 @@ func DefaultConfig() Config {
 			MaxConnectionsPerAddress: 2048, FirstRequestTimeout: 5 * time.Second,
 		},
 		Quotas:    QuotasConfig(quota.DefaultLimits()),
+		Webhooks:  defaultWebhooks(),
 		Images:    defaultImagesConfig(),
 		Schedules: defaultSchedulesConfig(),
 		Store:     StoreConfig{Kind: "sqlite", DataDir: "./data", Redis: RedisConfig{LeaseTTL: 10 * time.Second}},
@@ -258,6 +270,7 @@ func (c *Config) envTwins() []envTwin {
 		{"KERNELD_TOKENS_PER_DAY", "quotas.tokens_per_day", &c.Quotas.TokensPerDay},
 		{"KERNELD_REDIS_PREFIX", "store.redis.prefix", &c.Store.Redis.Prefix},
 		{"KERNELD_LEASE_TTL", "store.redis.lease_ttl", &c.Store.Redis.LeaseTTL},
+		{"KERNELD_WEBHOOK_SECRET", "webhooks.secret", &c.Webhooks.Secret},
 	}
 }
 
@@ -374,7 +387,7 @@ func (c Config) Validate() error {
 	if err := httpapi.ValidateCORSOrigins(c.HTTP.CORSOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("http.cors_origins: %w", err))
 	}
-	errs = append(errs, c.Auth.check(), c.Images.check(), c.Schedules.check())
+	errs = append(errs, c.Auth.check(), c.Webhooks.check(), c.Images.check(), c.Schedules.check())
 	return errors.Join(errs...)
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kerneld/kerneld/api"
 	"github.com/kerneld/kerneld/internal/agents"
+	"github.com/kerneld/kerneld/internal/guard"
 	"github.com/kerneld/kerneld/internal/httpapi"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/llm"
@@ -29,8 +30,10 @@ import (
 	"github.com/kerneld/kerneld/internal/store/memory"
 	"github.com/kerneld/kerneld/internal/store/redis"
 	"github.com/kerneld/kerneld/internal/store/sqlite"
+	"github.com/kerneld/kerneld/internal/telemetry"
 	"github.com/kerneld/kerneld/internal/tools"
 	"github.com/kerneld/kerneld/internal/tools/mcp"
+	"github.com/kerneld/kerneld/internal/webhook"
 )
 
 // store is a kernel store the daemon owns and closes last.
@@ -52,6 +55,9 @@ type daemon struct {
 	conns    connPlan
 	repl     *replication // with the redis store
 	quotas   *quota.Limiter
+	tracing  *telemetry.Tracing
+	targets  *webhook.Targets
+	webhooks *webhook.Dispatcher // nil when the store keeps no outbox
 	// schedules fires the sessions' scheduled prompts; nil with a store
 	// that keeps none.
 	schedules *schedule.Service
@@ -60,8 +66,12 @@ type daemon struct {
 // serve runs kerneld until ctx ends. It listens first and answers health
 // checks while the store opens, migrates and recovers; then it serves the
 // API. A bad agent file or a busy port fails before anything is served.
-func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slog.Logger) error {
-	d := &daemon{log: log, metrics: metrics.New(), tools: tools.NewRegistry(tools.Builtins()...)}
+func serve(ctx context.Context, cfg Config, getenv func(string) string, log *slog.Logger, tracing *telemetry.Tracing) error {
+	d := &daemon{log: log, metrics: metrics.New(), tools: tools.NewRegistry(tools.Builtins()...), tracing: tracing}
+	var err error
+	if d.targets, err = cfg.Webhooks.targets(); err != nil {
+		return err
+	}
 	if err := d.loadAgents(cfg, getenv); err != nil {
 		return err
 	}
@@ -100,8 +110,8 @@ func (d *daemon) serveAPI(ctx context.Context, cfg Config, handler http.Handler,
 	if err != nil {
 		return nil, err
 	}
-	d.log.Info("kerneld listening", "addr", ln.Addr().String(), "version", version, "store", cfg.Store.Kind,
-		"agents", len(d.registry.List()))
+	d.log.Info("kerneld listening", append([]any{"addr", ln.Addr().String(), "version", version, "store", cfg.Store.Kind,
+		"agents", len(d.registry.List())}, d.tracing.Describe()...)...)
 	proxies, _ := httpapi.ParseTrustedProxies(cfg.HTTP.TrustedProxies) // Validate parsed them
 	conns := httpapi.NewConnLimit(httpapi.ConnLimitOptions{Max: d.conns.maxConns, MaxRefusing: d.conns.maxRefusing,
 		MaxPerAddress: cfg.HTTP.MaxConnectionsPerAddress, TrustedProxies: proxies,
@@ -170,12 +180,24 @@ func (d *daemon) loadAgents(cfg Config, getenv func(string) string) error {
 		},
 		KnownTool: func(name string) bool { return d.tools.Has(name) || name == kernel.SpawnAgentTool },
 		Getenv:    getenv,
+		CheckGuard: func(g agents.GuardSpec) error {
+			_, err := guard.New(guardConfig(g), d.targets.Policy())
+			return err
+		},
+		CheckWebhook: func(w agents.WebhookSpec) error {
+			return d.targets.CheckEndpoint(webhook.Endpoint{URL: w.URL, Events: w.Events})
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("load agents: %w", err)
 	}
 	d.registry = registry
 	return nil
+}
+
+// guardConfig is an agent file's guard as the guard package takes it.
+func guardConfig(g agents.GuardSpec) guard.Config {
+	return guard.Config{URL: g.URL, Secret: g.Secret, Timeout: g.Timeout, OnFailure: g.OnFailure, BeforeRun: g.BeforeRun}
 }
 
 // open opens the store, builds the kernel and the API, and recovers the
@@ -191,6 +213,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		cfg.Store.Redis.Replica = replicaName() // one name for the leases and the quota counts
 	}
 	d.quotas = newQuotas(cfg, db)
+	d.webhooks = cfg.Webhooks.dispatcher(db, d.targets, cfg.Store.Redis.Replica, d.log.With("system", "webhook"))
 	var repl kernel.Replication
 	if rdb, ok := db.(*redis.Store); ok {
 		if d.repl, err = replicate(ctx, rdb, d.streams, d.log.With("system", "store")); err != nil {
@@ -216,6 +239,10 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	})
 	if err == nil && d.repl != nil {
 		d.repl.start(d.kernel)
+	}
+	if err == nil && d.webhooks != nil {
+		d.webhooks.Start()
+		d.measureWebhooks()
 	}
 	if err == nil {
 		if _, err = d.kernel.Recover(ctx); err != nil {
@@ -243,6 +270,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		ReadTimeout: cfg.HTTP.ReadTimeout, MinBodyRate: cfg.HTTP.MinBodyRate, BodyRateGrace: cfg.HTTP.BodyRateGrace,
 		MaxStreams: d.conns.maxStreams, MaxStreamsPerTenant: cfg.HTTP.MaxStreamsPerTenant,
 		CORSOrigins: cfg.HTTP.CORSOrigins, Quotas: d.quotas, Metrics: metrics, OpenAPI: api.OpenAPI, Version: version,
+		Tracing: d.tracing, Webhooks: d.webhooks,
 		Images: newImages(cfg, db), MaxImageBodyBytes: cfg.Images.MaxRequestBytes, Schedules: d.schedules,
 	})
 	return nil
@@ -289,6 +317,15 @@ func (d *daemon) measureOwnership() {
 		stat(func(s kernel.Stats) float64 { return float64(s.TakeOvers) }))
 	d.metrics.CounterFunc("kerneld_fenced_writes_total", "Appends the store refused because this replica's lease was lost.",
 		stat(func(s kernel.Stats) float64 { return float64(s.Fenced) }))
+}
+
+// measureWebhooks counts this replica's webhook attempts by outcome.
+func (d *daemon) measureWebhooks() {
+	st := d.webhooks.Stats()
+	for outcome, n := range map[string]*atomic.Int64{"delivered": &st.Delivered, "retried": &st.Retried, "failed": &st.Failed} {
+		d.metrics.CounterFunc("kerneld_webhook_"+outcome+"_total", "Webhook attempts of this replica that ended "+outcome+".",
+			func() float64 { return float64(n.Load()) })
+	}
 }
 
 // openStore opens the configured backend. sqlite.Open names the database
@@ -367,6 +404,9 @@ func (d *daemon) close(ctx context.Context) error {
 	}
 	if d.repl != nil {
 		errs = append(errs, d.repl.close()) // no more signals or tails
+	}
+	if d.webhooks != nil {
+		errs = append(errs, d.webhooks.Close(ctx)) // attempts cut short are due again at once, for the next start
 	}
 	d.quotas.Close() // no more run counts to publish
 	if d.db != nil {

@@ -5,16 +5,24 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/kerneld/kerneld/internal/telemetry"
 )
 
-// newLogger returns the process logger in the configured format.
-func newLogger(c LogConfig, w io.Writer) *slog.Logger {
+// newLogger returns the process logger in the configured format. With
+// tracing on, a line logged within a span carries its trace_id and
+// span_id.
+func newLogger(c LogConfig, w io.Writer, traced bool) *slog.Logger {
 	level, _ := parseLevel(c.Level) // Validate already checked it
 	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if c.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	if traced {
+		h = telemetry.LogHandler(h)
+	}
+	return slog.New(h)
 }
 
 // parseLevel reads a log level name.

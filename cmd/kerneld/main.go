@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/kerneld/kerneld/internal/telemetry"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -55,9 +57,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := cfg.checkBinds(ctx, net.DefaultResolver.LookupHost); err != nil {
 		return err
 	}
+	tracing, err := telemetry.New(ctx, telemetry.Options{Getenv: getenv, ServiceVersion: version,
+		RecordContent: cfg.Telemetry.RecordContent})
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return serve(ctx, cfg, getenv, newLogger(cfg.Log, stderr))
+	err = serve(ctx, cfg, getenv, newLogger(cfg.Log, stderr, tracing.Enabled()), tracing)
+	// Last: the spans of the runs the shutdown ended are exported too.
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HTTP.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(err, tracing.Shutdown(flushCtx))
 }
 
 func printVersion(w io.Writer) error {

@@ -17,6 +17,7 @@ import (
 type build struct {
 	label  string // its column in the table
 	binary string
+	env    []string // more environment for its servers, e.g. the OTLP endpoint of -tracing
 }
 
 // goVersion returns the Go release the binary was built with.

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,17 +20,41 @@ const maxReconnects = 1000
 
 // client is the load generator's HTTP side.
 type client struct {
-	hc *http.Client
+	hc       *http.Client
+	received atomic.Int64 // bytes read off every connection: responses as they came over the wire
 }
 
 func newClient() *client {
-	return &client{hc: &http.Client{Transport: &http.Transport{
+	c := &client{}
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	c.hc = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &countingConn{Conn: conn, n: &c.received}, nil
+		},
 		MaxIdleConns:        512,
 		MaxIdleConnsPerHost: 512, // every worker keeps its connection between requests
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
-	}}}
+	}}
+	return c
+}
+
+// countingConn counts the bytes read from a connection into n: headers,
+// chunk framing and bodies, as they crossed the wire.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // close drops the idle connections, so a stopped server leaves nothing.
@@ -75,15 +101,16 @@ type runStream struct {
 	start      time.Time     // the POST was sent
 	firstToken time.Duration // from start to the first assistant token
 	elapsed    time.Duration // from start to RUN_FINISHED or RUN_ERROR
-	tokens     int           // assistant TEXT_MESSAGE_CONTENT events
-	inline     int           // how many of them came on the inline stream
-	tokenBytes int64         // their raw frames, summed
+	tokens     int           // the assistant's tokens, counted from its text (see wordCounter)
+	frames     int           // the assistant TEXT_MESSAGE_CONTENT frames that carried them
+	inline     int           // how many tokens came on the inline stream
 	dropped    int           // streams that ended before the run's end
 	reconnects int           // GET /sessions/{id}/events with Last-Event-ID
 	gaps, dups int           // seq jumps and repeats across all of them
 
 	lastSeq     int64
 	inAssistant bool // between an assistant TEXT_MESSAGE_START and its END
+	words       wordCounter
 	ended       bool
 	runError    []byte // RUN_ERROR's data, when the run failed
 }
@@ -180,17 +207,18 @@ func (rs *runStream) observe(f *frame) {
 	switch string(f.event) {
 	case "TEXT_MESSAGE_START":
 		rs.inAssistant = bytes.Contains(f.data, []byte(`"role":"assistant"`))
+		rs.words = wordCounter{}
 	case "TEXT_MESSAGE_END":
 		rs.inAssistant = false
 	case "TEXT_MESSAGE_CONTENT":
 		if !rs.inAssistant {
 			return
 		}
-		if rs.tokens == 0 {
+		if rs.frames == 0 {
 			rs.firstToken = time.Since(rs.start)
 		}
-		rs.tokens++
-		rs.tokenBytes += int64(f.size)
+		rs.frames++
+		rs.tokens += rs.words.add(f.data)
 	case "RUN_FINISHED":
 		rs.end()
 	case "RUN_ERROR":

@@ -2,17 +2,20 @@
 // clients see it: it starts the server itself on a loopback port, drives
 // fixed workloads against it over HTTP, and prints one Markdown table.
 //
-// It measures session creates per second and their latency (W1); runs and
-// token events per second and the time to the first token when many
-// sessions stream a run each (W2); the token rate, the time to the first
-// token and the server's memory growth during one long run (W3); the
-// server's memory per idle session (W4); its memory when idle after
-// start; the bytes an SSE token event takes on the wire; and how many
-// streams ended before their run did, how many resumes that took, and
-// whether the resumed events came with no gap and no duplicate. Beside the
-// rates it reports the server's CPU time per create and per token event,
-// read from /proc: a shared machine moves those far less than it moves
-// rates and latencies.
+// It measures session creates per second and their latency (W1); the time
+// to the first token with 1, 10 and 50 runs streaming at once, and runs
+// and tokens delivered per second at 50 (W2); the token rate, the time to
+// the first token and the server's memory growth during one long run
+// (W3); the server's memory per idle session (W4); its memory when idle
+// after start; and how many streams ended before their run did, how many
+// resumes that took, and whether the resumed events came with no gap and
+// no duplicate. Tokens are counted from the answer's text, not from its
+// frames, and the frames per token, the bytes on the wire per token and
+// the server's CPU time per create and per token are reported beside
+// them: kerneld's, and kerneld's plus its store server's (Redis) when the
+// store has one on this machine (see storeServer). CPU is read from
+// /proc: a shared machine moves it far less than it moves rates and
+// latencies.
 //
 // The agent answers with its input at the scripted model's full speed
 // (token_delay 0), so the server, not the model, sets the pace. Every
@@ -72,6 +75,7 @@ type options struct {
 	count      int
 	timeout    time.Duration
 	cpuProfile string
+	tracing    bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -93,6 +97,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.count, "count", 3, "rounds; each cell is the median of its rounds (1 with -quick)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "bound on the whole run")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the load generator's CPU profile here, to check it is not the bottleneck")
+	fs.BoolVar(&o.tracing, "tracing", false, "measure the build with tracing off and on (OTLP/HTTP to a receiver in this process that accepts everything), interleaved")
 	err := fs.Parse(args)
 	if err != nil {
 		return o, err
@@ -164,6 +169,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	builds, err := o.builds(ctx, tmp, stderr)
 	if err != nil {
 		return err
+	}
+	if o.tracing {
+		stopReceiver, err := withTracing(&builds, stdout)
+		if err != nil {
+			return err
+		}
+		defer stopReceiver()
 	}
 	if o.serverCPUs != "" {
 		if _, err := exec.LookPath("taskset"); err != nil {
@@ -261,7 +273,7 @@ func (m measurement) measure(ctx context.Context, o options, b build, dir string
 	defer cl.close()
 	srv, err := startCluster(ctx, cl.hc, serverSpec{
 		binary: b.binary, store: m.setup.store, replicas: m.setup.replicas, cpus: o.serverCPUs, dir: dir,
-		redisURL: o.redisURL, redisPrefix: fmt.Sprintf("loadtest-%d-%s:", os.Getpid(), m.name()),
+		redisURL: o.redisURL, redisPrefix: fmt.Sprintf("loadtest-%d-%s:", os.Getpid(), m.name()), env: b.env,
 	})
 	if err != nil {
 		res.note("%s: %v", what, err)
@@ -277,7 +289,7 @@ func (m measurement) measure(ctx context.Context, o options, b build, dir string
 	cpu0, _ := srv.cpuTime()
 	wait0, _ := srv.cpuWait()
 	self0 := selfCPU()
-	err = m.w.run(wctx, &env{cl: cl, srv: srv, sz: o.sizes, rec: rec})
+	err = m.w.run(wctx, &env{cl: cl, srv: srv, sz: o.sizes, rec: rec, remark: res.remark})
 	cancel()
 	elapsed := time.Since(start)
 	cpu1, _ := srv.cpuTime()
@@ -345,6 +357,9 @@ func (s summary) write(out io.Writer, o options, builds []build, res *results) e
 			"for a CPU %.2f s per second (time other processes on its core took); the load generator used %.0f%% of a CPU.\n",
 			100*res.cpuUsed.Seconds()/res.measured.Seconds(), res.cpuWait.Seconds()/res.measured.Seconds(),
 			100*res.clientCPU.Seconds()/res.measured.Seconds())
+	}
+	for _, r := range res.remarks {
+		fmt.Fprintf(w, "%s.\n", r)
 	}
 	if len(res.notes) > 0 {
 		fmt.Fprintln(w)

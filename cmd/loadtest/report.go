@@ -19,6 +19,7 @@ const (
 	kindDuration             // nanoseconds
 	kindBytes
 	kindCount
+	kindRatio // a quotient of two counts, to two decimals
 )
 
 // rowKey names one row of the table.
@@ -34,7 +35,8 @@ type results struct {
 	stores  []string // likewise
 	kinds   map[rowKey]kind
 	samples map[rowKey][][]float64 // by build index
-	notes   []string
+	notes   []string               // problems: the run fails if there are any
+	remarks []string               // what else the reader must know
 
 	measured  time.Duration // the workloads' wall time, summed
 	cpuUsed   time.Duration // the servers' CPU time during it
@@ -64,12 +66,22 @@ func (r *results) add(metric string, k kind, store string, b int, v float64) {
 	r.samples[key][b] = append(r.samples[key][b], v)
 }
 
-// note records something the reader of the table must know, such as a
+// note records a problem the reader of the table must know, such as a
 // workload that failed.
 func (r *results) note(format string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+}
+
+// remark records something else the reader must know, such as a row left
+// empty and why; a remark made before is not repeated.
+func (r *results) remark(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := fmt.Sprintf(format, args...); !slices.Contains(r.remarks, n) {
+		r.remarks = append(r.remarks, n)
+	}
 }
 
 // time records a workload's wall time, the server's CPU time during it,
@@ -170,6 +182,8 @@ func format(k kind, v float64) string {
 		return formatDuration(time.Duration(v))
 	case kindBytes:
 		return formatBytes(v)
+	case kindRatio:
+		return strconv.FormatFloat(v, 'f', 2, 64)
 	default:
 		return thousands(int64(math.Round(v)))
 	}

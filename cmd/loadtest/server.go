@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Launch bounds.
@@ -76,6 +78,7 @@ type serverSpec struct {
 	redisPrefix string // the redis store's keys for this workload alone
 	// agents are more agent files, by name, beside the echo and paced agents.
 	agents map[string]string
+	env    []string // more environment for every server process, NAME=value
 }
 
 // cluster is the kerneld processes serving one workload, one process and
@@ -84,6 +87,33 @@ type serverSpec struct {
 type cluster struct {
 	procs []*server
 	spec  serverSpec
+	// store is the store's server, when it has one on this machine, and
+	// storeErr why it has none when the store needs one.
+	store    *storeServer
+	storeErr error
+}
+
+// storeAddr returns the host:port of the server the store keeps its data
+// in, or "" for a store inside kerneld.
+func (s serverSpec) storeAddr() string {
+	if s.store == "redis" {
+		if opts, err := redis.ParseURL(s.redisURL); err == nil {
+			return opts.Addr
+		}
+	}
+	return ""
+}
+
+// storeCPU returns the CPU time the store's server has used so far: 0 for
+// a store inside kerneld, an error when the server could not be found.
+func (c *cluster) storeCPU() (time.Duration, error) {
+	switch {
+	case c.storeErr != nil:
+		return 0, c.storeErr
+	case c.store == nil:
+		return 0, nil
+	}
+	return c.store.cpuTime()
 }
 
 // url returns the base URL of replica i modulo the number of replicas.
@@ -99,6 +129,9 @@ func startCluster(ctx context.Context, hc *http.Client, spec serverSpec) (*clust
 		return nil, err
 	}
 	c := &cluster{spec: spec}
+	if addr := spec.storeAddr(); addr != "" {
+		c.store, c.storeErr = findStoreServer(addr)
+	}
 	for i := range spec.replicas {
 		s, err := startServer(ctx, hc, spec, i)
 		if err != nil {
@@ -184,6 +217,7 @@ func startServer(ctx context.Context, hc *http.Client, spec serverSpec, i int) (
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	s.cmd.Env = append(os.Environ(), "KERNELD_REDIS_PREFIX="+spec.redisPrefix)
 	s.cmd.Env = append(s.cmd.Env, noQuotas...)
+	s.cmd.Env = append(s.cmd.Env, spec.env...)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // no server outlives the load test
 	if err := s.run(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -308,11 +342,11 @@ func (c *cluster) cpuTime() (time.Duration, error) {
 		if err != nil {
 			return 0, err
 		}
-		d, err := parseStatCPU(b)
+		st, err := parseProcStat(b)
 		if err != nil {
 			return 0, err
 		}
-		sum += d
+		sum += st.own
 	}
 	return sum, nil
 }
@@ -349,26 +383,6 @@ func (c *cluster) cpuWait() (time.Duration, error) {
 // clockTick is the unit of /proc/PID/stat's times: USER_HZ, 100 on every
 // Linux architecture kerneld is built for.
 const clockTick = 10 * time.Millisecond
-
-// parseStatCPU reads utime + stime from the text of /proc/PID/stat. The
-// fields are counted after the command name's closing parenthesis, since
-// the name may hold spaces.
-func parseStatCPU(b []byte) (time.Duration, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("/proc stat: no command name")
-	}
-	f := strings.Fields(string(b[i+1:])) // f[0] is field 3, the state
-	if len(f) < 13 {
-		return 0, errors.New("/proc stat: too few fields")
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc stat: %w", err)
-	}
-	return time.Duration(utime+stime) * clockTick, nil
-}
 
 // logProblems returns the lines of the servers' logs that say something
 // went wrong or that they were told to stop, at most limit of them: what a

@@ -130,12 +130,9 @@ func TestRunStream_Observe(t *testing.T) {
 		{9, true, "TEXT_MESSAGE_END", `{}`, 10},
 		{10, true, "RUN_FINISHED", `{}`, 10},
 	}
-	rs := &runStream{}
-	for _, w := range frames {
-		rs.observe(&frame{id: w.id, hasID: w.hasID, event: []byte(w.event), data: []byte(w.data), hasData: true, size: w.size})
-	}
-	if rs.tokens != 2 || rs.tokenBytes != 202 {
-		t.Errorf("tokens = %d (%d bytes), want 2 (202 bytes): only assistant content counts, once", rs.tokens, rs.tokenBytes)
+	rs := observeAll(frames)
+	if rs.tokens != 2 || rs.frames != 2 {
+		t.Errorf("tokens, frames = %d, %d; want 2, 2: only assistant content counts, once", rs.tokens, rs.frames)
 	}
 	if rs.dups != 1 || rs.gaps != 1 {
 		t.Errorf("dups, gaps = %d, %d; want 1, 1", rs.dups, rs.gaps)
@@ -143,4 +140,31 @@ func TestRunStream_Observe(t *testing.T) {
 	if !rs.ended || rs.runError != nil {
 		t.Errorf("ended = %v, runError = %s; want a finished run", rs.ended, rs.runError)
 	}
+}
+
+// TestRunStream_TokensFromText counts tokens from the answer's text, so
+// several in one frame, or one split over two frames, count as they are.
+func TestRunStream_TokensFromText(t *testing.T) {
+	frames := []wantFrame{
+		{1, true, "TEXT_MESSAGE_START", `{"messageId":"a","role":"assistant"}`, 10},
+		{2, true, "TEXT_MESSAGE_CONTENT", `{"messageId":"a","delta":"one two thr"}`, 10},
+		{3, true, "TEXT_MESSAGE_CONTENT", `{"messageId":"a","delta":"ee\nfour\u0020five \"six\""}`, 10},
+		{4, true, "TEXT_MESSAGE_END", `{}`, 10},
+		{5, true, "TEXT_MESSAGE_START", `{"messageId":"b","role":"assistant"}`, 10},
+		{6, true, "TEXT_MESSAGE_CONTENT", `{"messageId":"b","delta":"seven"}`, 10},
+		{7, true, "TEXT_MESSAGE_END", `{}`, 10},
+	}
+	rs := observeAll(frames)
+	if rs.tokens != 7 || rs.frames != 3 {
+		t.Errorf("tokens, frames = %d, %d; want 7, 3", rs.tokens, rs.frames)
+	}
+}
+
+// observeAll returns what a run's stream observed of frames.
+func observeAll(frames []wantFrame) *runStream {
+	rs := &runStream{}
+	for _, w := range frames {
+		rs.observe(&frame{id: w.id, hasID: w.hasID, event: []byte(w.event), data: []byte(w.data), hasData: true, size: w.size})
+	}
+	return rs
 }

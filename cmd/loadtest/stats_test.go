@@ -54,9 +54,9 @@ func TestParseProc(t *testing.T) {
 		t.Errorf("parseStatus = %d, %d, %v; want %d, %d", rss, hwm, err, 25000<<10, 30000<<10)
 	}
 	// A command name with spaces and a parenthesis must not shift the fields.
-	cpu, err := parseStatCPU([]byte("42 (ker ne) d) S 1 42 42 0 -1 4194560 100 0 0 0 150 25 0 0 20 0 9 0 1 2 3"))
-	if err != nil || cpu != 175*clockTick {
-		t.Errorf("parseStatCPU = %v, %v; want %v", cpu, err, 175*clockTick)
+	st, err := parseProcStat([]byte("42 (ker ne) d) S 7 42 42 0 -1 4194560 100 0 0 0 150 25 3 4 20 0 9 0 1 2 3"))
+	if want := (procStat{ppid: 7, own: 175 * clockTick, waited: 7 * clockTick}); err != nil || st != want {
+		t.Errorf("parseProcStat = %+v, %v; want %+v", st, err, want)
 	}
 	if n := cpuCount("0-3,8,10-11"); n != 7 {
 		t.Errorf("cpuCount = %d, want 7", n)

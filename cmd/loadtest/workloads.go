@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -31,6 +31,8 @@ type env struct {
 	srv *cluster
 	sz  sizes
 	rec func(metric string, k kind, v float64) // for this store and build
+	// remark records something the table's reader must know, once per text.
+	remark func(format string, args ...any)
 }
 
 // workload is one fixed load, bounded by its timeout.
@@ -46,8 +48,10 @@ var workloads = []workload{
 		return fmt.Sprintf("%s session creates, %d in flight", thousands(int64(z.creates)), z.inFlight)
 	}, createSessions},
 	{"W2", 2 * time.Minute, func(z sizes) string {
-		return fmt.Sprintf("%s sessions, one streamed run of %d tokens each, %d in flight",
-			thousands(int64(z.runs)), z.runTokens, z.inFlight)
+		l := ttftLevels(z)
+		return fmt.Sprintf("sessions streaming one run of %d tokens each: %s runs one at a time, %s runs %d at a time, "+
+			"then %s runs %d at a time, which its rates, CPU and bytes are of", z.runTokens, thousands(int64(l[0].runs)),
+			thousands(int64(l[1].runs)), l[1].conc, thousands(int64(l[2].runs)), l[2].conc)
 	}, streamRuns},
 	{"W3", 2 * time.Minute, func(z sizes) string {
 		return fmt.Sprintf("one streamed run of %s tokens", thousands(int64(z.bigTokens)))
@@ -61,26 +65,37 @@ var workloads = []workload{
 	}, subscriberLag},
 }
 
-// cpuMeter measures the server CPU time a workload's timed part used.
+// cpuMeter measures the CPU time a workload's timed part cost kerneld,
+// and the store's server besides (see storeServer).
 type cpuMeter struct {
-	srv   *cluster
-	start time.Duration
-	err   error
+	srv           *cluster
+	server, store time.Duration
+	err, storeErr error
 }
 
 func (e *env) meterCPU() *cpuMeter {
 	m := &cpuMeter{srv: e.srv}
-	m.start, m.err = e.srv.cpuTime()
+	m.server, m.err = e.srv.cpuTime()
+	m.store, m.storeErr = e.srv.storeCPU()
 	return m
 }
 
-// per records the CPU time used since meterCPU, divided by n.
-func (m *cpuMeter) per(e *env, metric string, n int) {
-	end, err := m.srv.cpuTime()
+// per records the CPU time used since meterCPU divided by n, as
+// "<what> server CPU per <unit>" (kerneld's) and "<what> server + store
+// CPU per <unit>" (kerneld's and the store server's).
+func (m *cpuMeter) per(e *env, what, unit string, n int) {
+	server, err := m.srv.cpuTime()
+	store, storeErr := m.srv.storeCPU()
 	if m.err != nil || err != nil || n == 0 {
 		return
 	}
-	e.rec(metric, kindDuration, float64(end-m.start)/float64(n))
+	e.rec(what+" server CPU per "+unit, kindDuration, float64(server-m.server)/float64(n))
+	if err := errors.Join(m.storeErr, storeErr); err != nil {
+		e.remark("%s server + store CPU not measured on %s: the store server at %s: %v",
+			what, m.srv.spec.store, m.srv.spec.storeAddr(), err)
+		return
+	}
+	e.rec(what+" server + store CPU per "+unit, kindDuration, float64(server-m.server+store-m.store)/float64(n))
 }
 
 // createSessions is W1: creates per second and their latency.
@@ -104,126 +119,8 @@ func createSessions(ctx context.Context, e *env) error {
 	e.rec("W1 creates/s", kindRate, float64(len(d))/wall.Seconds())
 	e.rec("W1 create latency p50", kindDuration, float64(percentile(d, 50)))
 	e.rec("W1 create latency p99", kindDuration, float64(percentile(d, 99)))
-	cpu.per(e, "W1 server CPU per create", len(d))
+	cpu.per(e, "W1", "create", len(d))
 	return nil
-}
-
-// streamRuns is W2: many sessions each streaming one run at once. The
-// sessions are created first and not timed.
-func streamRuns(ctx context.Context, e *env) error {
-	n := e.sz.runs
-	ids := make([]string, n)
-	err := inFlight(ctx, n, e.sz.inFlight, func(i int) (err error) {
-		ids[i], err = e.cl.createSession(ctx, e.srv.url(i))
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	inputs := make([]string, n)
-	for i := range inputs {
-		inputs[i] = words(e.sz.runTokens, uint64(i))
-	}
-	var (
-		mu      sync.Mutex
-		streams []*runStream
-		ttft    latencies
-	)
-	cpu := e.meterCPU()
-	start := time.Now()
-	err = inFlight(ctx, n, e.sz.inFlight, func(i int) error {
-		rs, err := e.cl.streamRun(ctx, e.srv.url(i+1), ids[i], inputs[i]) // another replica than the create's
-		if err != nil {
-			return err
-		}
-		if rs.tokens != e.sz.runTokens {
-			return fmt.Errorf("session %s: %d token events, want %d", ids[i], rs.tokens, e.sz.runTokens)
-		}
-		ttft.add(rs.firstToken)
-		mu.Lock()
-		streams = append(streams, rs)
-		mu.Unlock()
-		return nil
-	})
-	wall := time.Since(start)
-	if err != nil {
-		return err
-	}
-	var tokens, dropped, reconnects int
-	var bytes int64
-	for _, rs := range streams {
-		tokens += rs.tokens
-		bytes += rs.tokenBytes
-		dropped += rs.dropped
-		reconnects += rs.reconnects
-	}
-	d := ttft.sorted()
-	e.rec("W2 runs/s", kindRate, float64(len(streams))/wall.Seconds())
-	e.rec("W2 token events/s", kindRate, float64(tokens)/wall.Seconds())
-	e.rec("W2 time to first token p50", kindDuration, float64(percentile(d, 50)))
-	e.rec("W2 time to first token p99", kindDuration, float64(percentile(d, 99)))
-	cpu.per(e, "W2 server CPU per token event", tokens)
-	e.rec("bytes on the wire per token event", kindBytes, float64(bytes)/float64(tokens))
-	e.rec("W2 dropped streams", kindCount, float64(dropped))
-	e.rec("W2 reconnects", kindCount, float64(reconnects))
-	return resumeCheck("W2", streams, e)
-}
-
-// bigRun is W3: one long run as fast as the model streams, and what it
-// costs the server in memory.
-func bigRun(ctx context.Context, e *env) error {
-	id, err := e.cl.createSession(ctx, e.srv.url(0))
-	if err != nil {
-		return err
-	}
-	input := words(e.sz.bigTokens, 1)
-	srv := e.srv.procs[1%len(e.srv.procs)] // the replica that runs it: where the run is posted
-	rssBefore, hwmBefore, err := srv.memory()
-	if err != nil {
-		return err
-	}
-	stop := make(chan struct{})
-	peak := make(chan int64, 1)
-	go func() { peak <- samplePeakRSS(srv, rssBefore, stop) }()
-	cpu := e.meterCPU()
-	rs, err := e.cl.streamRun(ctx, e.srv.url(1), id, input)
-	close(stop)
-	peakRSS := <-peak
-	if err != nil {
-		return err
-	}
-	if _, hwm, err := srv.memory(); err == nil && hwm > hwmBefore {
-		peakRSS = max(peakRSS, hwm) // the peak was during the run, and VmHWM caught it exactly
-	}
-	if rs.tokens != e.sz.bigTokens {
-		return fmt.Errorf("%d token events, want %d", rs.tokens, e.sz.bigTokens)
-	}
-	e.rec("W3 token events/s", kindRate, float64(rs.tokens)/rs.elapsed.Seconds())
-	e.rec("W3 time to first token", kindDuration, float64(rs.firstToken))
-	cpu.per(e, "W3 server CPU per token event", rs.tokens)
-	e.rec("W3 server RSS growth", kindBytes, float64(peakRSS-rssBefore))
-	e.rec("W3 token events on the inline stream", kindCount, float64(rs.inline))
-	e.rec("W3 dropped streams", kindCount, float64(rs.dropped))
-	e.rec("W3 reconnects", kindCount, float64(rs.reconnects))
-	e.rec("bytes on the wire per token event", kindBytes, float64(rs.tokenBytes)/float64(rs.tokens))
-	return resumeCheck("W3", []*runStream{rs}, e)
-}
-
-// samplePeakRSS reads the server's VmRSS every few milliseconds until stop
-// is closed and returns the highest value seen.
-func samplePeakRSS(srv *server, peak int64, stop <-chan struct{}) int64 {
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if rss, _, err := srv.memory(); err == nil {
-			peak = max(peak, rss)
-		}
-		select {
-		case <-stop:
-			return peak
-		case <-t.C:
-		}
-	}
 }
 
 // idleSessions is W4: the server memory each idle session holds.

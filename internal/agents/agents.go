@@ -52,6 +52,11 @@ type Spec struct {
 	// Overrides are the model settings clients may choose per session or
 	// run; none when empty.
 	Overrides OverridePolicy
+	// Guard, when set, is asked before each tool call (and each run, if it
+	// says so) whether the agent may go ahead; see hooks.go.
+	Guard *GuardSpec
+	// Webhooks receive the events of the agent's sessions.
+	Webhooks []WebhookSpec
 	// Provider is built from Model by the provider's factory. It is nil
 	// exactly when the agent is Unavailable.
 	Provider llm.Provider
@@ -152,6 +157,11 @@ type Options struct {
 	Providers map[string]llm.Factory // by provider name: "scripted", later "openai", "anthropic"
 	KnownTool func(name string) bool // reports whether a tool name exists; nil accepts any
 	Getenv    func(string) string    // for ${VAR} expansion; nil means os.Getenv
+	// CheckGuard and CheckWebhook check a guard and a webhook beyond their
+	// shape (where requests may go, the secret's form); nil accepts any.
+	// Their errors start with the field, e.g. "url: must be https".
+	CheckGuard   func(GuardSpec) error
+	CheckWebhook func(WebhookSpec) error
 }
 
 // withDefaults fills the zero fields of s. Code-built specs cannot say

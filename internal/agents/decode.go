@@ -93,6 +93,8 @@ func parse(data []byte, getenv func(string) string) (Spec, error) {
 			s.NoClientTools = !allowed
 			return err
 		},
+		"guard":    func(p string, n *yaml.Node) error { return decodeGuard(p, n, &s.Guard) },
+		"webhooks": func(p string, n *yaml.Node) error { return decodeWebhooks(p, n, &s.Webhooks) },
 		"overrides": func(p string, n *yaml.Node) error {
 			return decodeMapping(p, n, map[string]fieldFunc{
 				"models": value(&s.Overrides.Models), "reasoning_effort": value(&s.Overrides.ReasoningEffort),

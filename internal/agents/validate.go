@@ -114,6 +114,9 @@ func validate(s Spec, opts Options) error {
 	if err := validateCompaction(s.Memory.Compaction); err != nil {
 		return err
 	}
+	if err := validateHooks(s, opts); err != nil {
+		return err
+	}
 	return validateTools(s, opts.KnownTool)
 }
 

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,10 +11,56 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 )
+
+// traceRequests starts a server span per request, the child of the
+// caller's W3C traceparent when it sends one, so that what the request
+// starts (a run) joins the caller's trace. The span is named by the route
+// once routing has matched it ("POST /sessions/{id}/run"), and ends with
+// the response: for an event stream, when the stream ends. Without
+// tracing configured it is not in the chain at all.
+func (s *Server) traceRequests(next http.Handler) http.Handler {
+	if s.opts.Tracing == nil || !s.opts.Tracing.Enabled() {
+		return next
+	}
+	tracer, prop := s.opts.Tracing.Tracer(), s.opts.Tracing.Propagator()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method),
+				attribute.String("url.path", r.URL.Path), attribute.String("url.scheme", scheme(r)),
+				attribute.String("user_agent.original", r.UserAgent()),
+				attribute.String("kerneld.request_id", middleware.GetReqID(ctx))))
+		defer span.End()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r.WithContext(ctx))
+		status := cmp.Or(ww.Status(), http.StatusOK)
+		if route := chi.RouteContext(ctx).RoutePattern(); route != "" {
+			span.SetName(r.Method + " " + route)
+			span.SetAttributes(attribute.String("http.route", route))
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		if status >= http.StatusInternalServerError {
+			span.SetStatus(codes.Error, http.StatusText(status))
+		}
+	})
+}
+
+// scheme is the scheme the request came in with, as far as kerneld sees.
+func scheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
 
 // logRequests logs one line per request once it completes.
 func (s *Server) logRequests(next http.Handler) http.Handler {

@@ -35,6 +35,7 @@ var listParams = map[string][]string{
 	"GET /sessions/{id}/events":                  {"after", "limit", "run_id", "snapshot"},
 	"GET /sessions/{id}/messages":                pageParams,
 	"GET /sessions/{id}/memory":                  nil,
+	"GET /webhooks/deliveries":                   append([]string{"state"}, pageParams...),
 }
 
 // strictQuery refuses, on a list route, a query parameter the route does

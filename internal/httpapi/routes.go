@@ -19,7 +19,7 @@ func (s *Server) routes() chi.Router {
 	// is told apart from another (only /healthz and the console's files are
 	// open). cors runs before
 	// it: a browser's preflight carries no key.
-	r.Use(middleware.RequestID, s.logRequests, s.recoverPanics, s.cors, s.authenticate, s.paceBody, s.limitBody, s.checkQuery)
+	r.Use(middleware.RequestID, s.traceRequests, s.logRequests, s.recoverPanics, s.cors, s.authenticate, s.paceBody, s.limitBody, s.checkQuery)
 	r.NotFound(s.handle(s.handleNotFound))
 	r.MethodNotAllowed(s.handle(s.handleMethodNotAllowed))
 	r.Get("/healthz", s.handle(s.handleHealth))
@@ -72,6 +72,8 @@ func (s *Server) routes() chi.Router {
 			r.Get("/sessions/{id}/memory/*", s.handle(s.handleMemoryGet))
 			r.Put("/sessions/{id}/memory/*", s.handle(s.handleMemoryPut))
 			r.Delete("/sessions/{id}/memory/*", s.handle(s.handleMemoryDelete))
+			r.Get("/webhooks/deliveries", s.handle(s.handleDeliveryList))
+			r.Post("/webhooks/deliveries/{id}/redeliver", s.handle(s.handleDeliveryRedeliver))
 		})
 	})
 	return r
@@ -88,7 +90,7 @@ func MetricsHandler(opts Options) http.Handler {
 	opts.APIKeys = nil // tenants' keys do not open metrics
 	s := &Server{log: opts.Logger, opts: opts}
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, s.logRequests, s.recoverPanics, s.authenticate)
+	r.Use(middleware.RequestID, s.traceRequests, s.logRequests, s.recoverPanics, s.authenticate)
 	r.NotFound(s.handle(s.handleNotFound))
 	r.MethodNotAllowed(s.handle(s.handleMethodNotAllowed))
 	r.With(s.requireOperator).Get("/metrics", s.handle(s.handleMetrics))

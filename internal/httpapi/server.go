@@ -13,6 +13,8 @@ import (
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/quota"
 	"github.com/kerneld/kerneld/internal/schedule"
+	"github.com/kerneld/kerneld/internal/telemetry"
+	"github.com/kerneld/kerneld/internal/webhook"
 )
 
 // Options configure a Server. Zero values take the defaults noted.
@@ -55,8 +57,12 @@ type Options struct {
 	// default 24 MiB, room for six images of the default size in base64.
 	MaxImageBodyBytes int64
 	Metrics           http.Handler // served at /metrics; nil answers 404
-	OpenAPI           []byte       // served at /openapi.yaml
-	Version           string
+	// Webhooks serves /webhooks/deliveries; nil answers 404.
+	Webhooks *webhook.Dispatcher
+	// Tracing, when enabled, gives every request a server span.
+	Tracing *telemetry.Tracing
+	OpenAPI []byte // served at /openapi.yaml
+	Version string
 }
 
 // DefaultTenant is the tenant of every caller when no API keys are set.

@@ -42,6 +42,8 @@ type Store struct {
 
 	tokens atomic.Int64 // the last fencing token given out, by any session
 
+	outbox outbox // webhook deliveries (outbox.go); its own lock, taken under none of the above
+
 	images    imageTable    // see images.go
 	schedules scheduleTable // see schedules.go
 }

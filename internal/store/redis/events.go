@@ -15,15 +15,13 @@ import (
 	"github.com/kerneld/kerneld/internal/session"
 )
 
-// A session's log is one Redis Stream whose entry ids are "<seq>-0", so
-// that an SSE cursor, which is a seq, is a stream id as it stands: Redis
-// completes an id given without its "-<n>" part with "-0", so XREAD after
-// "41" and XRANGE from "42" mean exactly "after event 41". Ids "<seq>-1"
-// would need the suffix everywhere, and a bare seq would replay the event
-// it names. "-0" is possible because seqs start at 1 (XADD refuses 0-0).
-// Entries hold r (run id), t (type), ts (time in microseconds, as SQLite
-// keeps it), d (data) and m (meta), always all five, so Redis stores the
-// field names once per stream node rather than once per entry.
+// A session's log is one Redis Stream whose entry ids are "<seq>-0", the
+// seq of the entry's last event (see entries.go), so that an SSE cursor,
+// which is a seq, is a stream id as it stands: Redis completes an id given
+// without its "-<n>" part with "-0", so XREAD after "41" and XRANGE from
+// "42" mean exactly "after event 41". Ids "<seq>-1" would need the suffix
+// everywhere, and a bare seq would replay the event it names. "-0" is
+// possible because seqs start at 1 (XADD refuses 0-0).
 
 // packBufs holds the buffers batches are packed into, so that a busy
 // session's appends do not allocate one each.
@@ -52,8 +50,10 @@ func (s *Store) AppendEvents(ctx context.Context, token int64, evs []session.Eve
 		return err
 	}
 	buf := packBufs.Get().(*[]byte)
-	*buf = packEvents((*buf)[:0], evs)
-	last, err := s.appendPacked(ctx, id, token, *buf)
+	var args []any // the token, the batch id, then the entries
+	*buf, args = packBatch((*buf)[:0], make([]any, 2, 4+2*len(evs)/entryEvents), evs)
+	args[0] = token
+	last, err := s.appendPacked(ctx, id, args)
 	if cap(*buf) <= maxPooledPack {
 		packBufs.Put(buf)
 	}
@@ -79,18 +79,19 @@ const (
 	appendRetryWait = 20 * time.Millisecond
 )
 
-// appendPacked runs the append script for a packed batch and returns the
-// session's new last seq. A batch whose reply is lost to a dropped
+// appendPacked runs the append script with args, a batch's token, a slot
+// for its id and its packed entries, and returns the session's new last
+// seq. A batch whose reply is lost to a dropped
 // connection or a restarting server is sent again, under an id that lets
 // the script recognise it if it was applied after all: a blip between
 // kerneld and Redis does not end the run whose events these are.
-func (s *Store) appendPacked(ctx context.Context, id string, token int64, packed []byte) (int64, error) {
+func (s *Store) appendPacked(ctx context.Context, id string, args []any) (int64, error) {
 	tag := s.prefix + "{" + id + "}:"
 	keys := []string{tag + "s", tag + "ev", tag + "lease"}
-	batch := s.batchTag + strconv.FormatUint(s.batches.Add(1), 36)
+	args[1] = s.batchTag + strconv.FormatUint(s.batches.Add(1), 36)
 	wait := appendRetryWait
 	for try := 1; ; try++ {
-		last, err := scriptEventsAppend.Run(ctx, s.rdb, keys, packed, token, batch).Int64()
+		last, err := scriptEventsAppend.Run(ctx, s.rdb, keys, args...).Int64()
 		if err == nil || try == appendTries || !resendable(err) {
 			return last, err
 		}
@@ -113,31 +114,16 @@ func resendable(err error) bool {
 		!errors.Is(err, goredis.ErrClosed)
 }
 
-// packEvents appends evs to dst as events_append.lua unpacks them: for
-// each, its run id, type, time, data and meta, each after its length in 4
-// bytes, big endian. One argument for the whole batch keeps the append
-// down to a handful of allocations whatever its size.
-func packEvents(dst []byte, evs []session.Event) []byte {
-	for i := range evs {
-		ev := &evs[i]
-		dst = packString(dst, ev.RunID)
-		dst = packString(dst, string(ev.Type))
-		n := len(dst)
-		dst = strconv.AppendInt(append(dst, 0, 0, 0, 0), micros(ev.Time), 10)
-		binary.BigEndian.PutUint32(dst[n:], uint32(len(dst)-n-4))
-		dst = packString(dst, ev.Data)
-		dst = packString(dst, ev.Meta)
-	}
-	return dst
-}
-
+// packString appends s to dst after its length in 4 bytes, big endian,
+// as lib.lua's unpack_strings reads it.
 func packString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	return append(binary.BigEndian.AppendUint32(dst, uint32(len(s))), s...)
 }
 
 // ReadEvents returns a session's events with seq > after in seq order, at
-// most limit of them when limit > 0: one XRANGE from after+1, pipelined
-// with the check that the session exists.
+// most limit of them when limit > 0: one XRANGE from after+1 (of limit
+// entries, which hold at least limit events), pipelined with the check
+// that the session exists.
 func (s *Store) ReadEvents(ctx context.Context, sessionID string, after int64, limit int) ([]session.Event, error) {
 	after = max(after, 0)
 	if after == math.MaxInt64 {
@@ -155,9 +141,12 @@ func (s *Store) ReadEvents(ctx context.Context, sessionID string, after int64, l
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)
 	}
-	evs, err := newEntryReader(xrange.Val()).entries(nil, sessionID)
+	evs, err := newEntryReader(xrange.Val()).entries(sessionID, after)
 	if err != nil {
 		return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)
+	}
+	if limit > 0 && len(evs) > limit { // limit entries hold limit events or more
+		evs = evs[:limit]
 	}
 	// Events and session go together, so either one shows it exists.
 	if len(evs) == 0 && exists.Val() == 0 {

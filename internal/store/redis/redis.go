@@ -18,7 +18,8 @@
 //	             (the last lease token), runn (runs created), and copies
 //	             of the indexed fields, its order key and the keys of its
 //	             metadata indexes
-//	P{id}:ev     stream: the event log, entry id <seq>-0 (see events.go)
+//	P{id}:ev     stream: the event log, up to 32 events an entry, packed, the
+//	             entry's id <seq>-0 the seq of its last (see entries.go)
 //	P{id}:lease  string "<token> <holder>" with the lease's TTL
 //	P{id}:runs   hash: run id → the Run as JSON
 //	P{id}:runm   hash: run id → "version TAB state TAB created TAB n TAB key"

@@ -89,6 +89,7 @@ func (r *respReader) str() ([]byte, error) {
 type entryReader struct {
 	respReader
 	intern map[string]string
+	arena  []byte // see alloc
 }
 
 func newEntryReader(reply []byte) *entryReader {
@@ -105,69 +106,75 @@ func (r *entryReader) name(b []byte) string {
 	return s
 }
 
-// entries reads an array of stream entries, appending them to out as
-// events of session sessionID.
-func (r *entryReader) entries(out []session.Event, sessionID string) ([]session.Event, error) {
+// entries reads an array of stream entries and returns the events in them
+// with seq > after, as events of session sessionID.
+func (r *entryReader) entries(sessionID string, after int64) ([]session.Event, error) {
 	n, err := r.count()
 	if err != nil {
 		return nil, err
 	}
-	out = growEvents(out, n)
+	out := make([]session.Event, 0, n) // one event an entry or more
 	for range n {
-		ev, err := r.entry(sessionID)
+		first := len(out)
+		if out, err = r.entry(out, sessionID); err != nil {
+			return nil, err
+		}
+		if skip := after - out[first].Seq + 1; skip > 0 { // an entry the cursor is inside
+			out = append(out[:first], out[first+int(min(skip, int64(len(out)-first))):]...)
+		}
+	}
+	return out, nil
+}
+
+// entry reads one stream entry, [id, [field, value, ...]], and appends
+// its events to out: those packed in its field "e", or the one event of a
+// log written before entries were packed, one field a member.
+func (r *entryReader) entry(out []session.Event, sessionID string) ([]session.Event, error) {
+	if n, err := r.count(); err != nil || n != 2 {
+		return nil, cmpErr(err, errShortReply)
+	}
+	id, err := r.str()
+	if err != nil {
+		return nil, err
+	}
+	seq, err := seqOf(id)
+	if err != nil {
+		return nil, err
+	}
+	n, err := r.count()
+	if err != nil {
+		return nil, err
+	}
+	ev := session.Event{SessionID: sessionID, Seq: seq}
+	packed := false
+	for i := 0; i < n; i += 2 {
+		field, err := r.str()
 		if err != nil {
 			return nil, err
 		}
+		value, err := r.str()
+		if err != nil {
+			return nil, err
+		}
+		if string(field) == "e" {
+			if out, err = r.unpackEntry(out, value, sessionID, seq); err != nil {
+				return nil, err
+			}
+			packed = true
+		} else if err := r.legacyField(&ev, field, value); err != nil {
+			return nil, err
+		}
+	}
+	if !packed {
 		out = append(out, ev)
 	}
 	return out, nil
 }
 
-// growEvents makes room for n more events in out.
-func growEvents(out []session.Event, n int) []session.Event {
-	if n <= cap(out)-len(out) {
-		return out
-	}
-	grown := make([]session.Event, len(out), len(out)+n)
-	copy(grown, out)
-	return grown
-}
-
-// entry reads one stream entry: [id, [field, value, ...]].
-func (r *entryReader) entry(sessionID string) (session.Event, error) {
-	ev := session.Event{SessionID: sessionID}
-	if n, err := r.count(); err != nil || n != 2 {
-		return ev, cmpErr(err, errShortReply)
-	}
-	id, err := r.str()
-	if err != nil {
-		return ev, err
-	}
-	if ev.Seq, err = seqOf(id); err != nil {
-		return ev, err
-	}
-	n, err := r.count()
-	if err != nil {
-		return ev, err
-	}
-	for i := 0; i < n; i += 2 {
-		field, err := r.str()
-		if err != nil {
-			return ev, err
-		}
-		value, err := r.str()
-		if err != nil {
-			return ev, err
-		}
-		if err := r.set(&ev, field, value); err != nil {
-			return ev, err
-		}
-	}
-	return ev, nil
-}
-
-// set sets the event field an entry field names (see events_append.lua).
-func (r *entryReader) set(ev *session.Event, field, value []byte) error {
+// legacyField sets the event field that a field of an entry of one event
+// names: r (run id), t (type), ts (time in microseconds), d (data), m
+// (meta), as kerneld wrote them before it packed entries.
+func (r *entryReader) legacyField(ev *session.Event, field, value []byte) error {
 	switch string(field) {
 	case "r":
 		ev.RunID = r.name(value)

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -93,18 +94,86 @@ func TestReadReplyMalformed(t *testing.T) {
 	}
 }
 
-func TestPackedEvents(t *testing.T) {
-	evs := []session.Event{{RunID: "r", Type: session.EventCustom, Data: []byte(`{}`)}, {Meta: []byte(`{"x":1}`)}}
-	b := packEvents(nil, evs)
-	// Five length-prefixed strings an event: run, type, time, data, meta.
-	var parts []string
-	for len(b) > 0 {
-		require.GreaterOrEqual(t, len(b), 4)
-		n := int(b[0])<<24 | int(b[1])<<16 | int(b[2])<<8 | int(b[3])
-		parts = append(parts, string(b[4:4+n]))
-		b = b[4+n:]
+// packedEntry is a stream entry as events_append.lua writes it: evs,
+// numbered to end at seq last.
+func packedEntry(t *testing.T, last int64, evs ...session.Event) string {
+	t.Helper()
+	_, args := packBatch(nil, nil, evs)
+	require.Len(t, args, 2, "one entry")
+	return array(2) + bulk(strconv.FormatInt(last, 10)+"-0") + array(2) + bulk("e") + bulk(string(args[1].([]byte)))
+}
+
+// A batch is packed into entries of at most entryEvents events or about
+// entryBytes, and read back as it was: run ids and types that repeat,
+// times before and after each other, empty and missing data and meta, an
+// event too big for an entry's share alone.
+func TestPackedEntriesRoundTrip(t *testing.T) {
+	base := time.Date(2026, 3, 14, 15, 9, 26, 535897000, time.UTC)
+	var evs []session.Event
+	for i := range 2*entryEvents + 5 {
+		ev := session.TextMessageContent("m1", " word"+strconv.Itoa(i))
+		ev.RunID, ev.Time = "run-a", base.Add(time.Duration(i%7-3)*time.Millisecond)
+		evs = append(evs, ev)
 	}
-	require.Len(t, parts, 10)
-	assert.Equal(t, []string{"r", "CUSTOM", "-62135596800000000", "{}", ""}, parts[:5])
-	assert.Equal(t, `{"x":1}`, parts[9])
+	evs[3].RunID, evs[4].Type, evs[5].Meta = "run-b", session.EventCustom, []byte(`{"reason":"cancelled"}`)
+	evs[6].Time, evs[7].Data = time.Time{}, nil
+	evs[40].Data = []byte(`{"delta":"` + strings.Repeat("x", entryBytes) + `"}`)
+
+	_, args := packBatch(nil, nil, evs)
+	var reply string
+	last, entries := int64(0), 0
+	for i := 0; i < len(args); i += 2 {
+		n := args[i].(int)
+		require.LessOrEqual(t, n, entryEvents)
+		last += int64(n)
+		entries++
+		reply += array(2) + bulk(strconv.FormatInt(last, 10)+"-0") + array(2) + bulk("e") + bulk(string(args[i+1].([]byte)))
+	}
+	assert.GreaterOrEqual(t, entries, 4, "entries: %d events, one alone", len(evs))
+
+	got, err := newEntryReader([]byte(array(entries)+reply)).entries("s1", 0)
+	require.NoError(t, err)
+	require.Len(t, got, len(evs))
+	for i, ev := range got {
+		want := evs[i]
+		want.Seq, want.SessionID = int64(i+1), "s1"
+		want.Time = time.UnixMicro(want.Time.UnixMicro()).UTC()
+		assert.Equal(t, want, ev, "event %d", i)
+	}
+
+	after, err := newEntryReader([]byte(array(entries)+reply)).entries("s1", 10)
+	require.NoError(t, err)
+	require.Len(t, after, len(evs)-10, "the events after a cursor inside the first entry")
+	assert.Equal(t, int64(11), after[0].Seq)
+}
+
+// A tailer whose cursor is inside an entry delivers the events after it.
+func TestReadReplyCursorInsideEntry(t *testing.T) {
+	evs := make([]session.Event, 4)
+	for i := range evs {
+		evs[i] = session.TextMessageContent("m1", "w")
+		evs[i].RunID = "run-1"
+	}
+	tl, sh, got := tailerOf()
+	sh.follows["ev1"].after = 6
+	reply := array(1) + array(2) + bulk("ev1") + array(1) + packedEntry(t, 8, evs...)
+	require.NoError(t, tl.readReply(sh, map[string]*follow{"ev1": sh.follows["ev1"]}, newEntryReader([]byte(reply))))
+	require.Len(t, *got, 2)
+	assert.Equal(t, []int64{7, 8}, []int64{(*got)[0].Seq, (*got)[1].Seq})
+	assert.EqualValues(t, 8, sh.follows["ev1"].after)
+}
+
+func TestUnpackMalformed(t *testing.T) {
+	ev := session.TextMessageContent("m1", "w")
+	ev.RunID = "run-1"
+	_, args := packBatch(nil, nil, []session.Event{ev, ev})
+	good := args[1].([]byte)
+	for name, b := range map[string][]byte{
+		"empty":          {},
+		"truncated":      good[:len(good)-3],
+		"same run first": append([]byte{sameRun | sameType}, good[1:]...),
+	} {
+		_, err := newEntryReader(nil).unpackEntry(nil, b, "s1", 2)
+		assert.Error(t, err, name)
+	}
 }

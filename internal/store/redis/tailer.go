@@ -66,7 +66,7 @@ type shard struct {
 const (
 	tailBlock    = 10 * time.Second
 	tailTimeout  = tailBlock + 5*time.Second // the blocking connections' read timeout
-	tailCount    = 512                       // events read per stream and read
+	tailCount    = 64                        // entries read per stream and read: 64 to 2,048 events
 	wakeLifetime = 24 * time.Hour            // a wake-up stream left by a crashed replica goes after this
 )
 
@@ -302,7 +302,7 @@ func (t *Tailer) readReply(sh *shard, byStream map[string]*follow, r *entryReade
 		if f == nil {
 			return fmt.Errorf("redis: XREAD answered for stream %s, not read", key)
 		}
-		evs, err := r.entries(nil, f.sessionID)
+		evs, err := r.entries(f.sessionID, 0) // handOver drops what f has had
 		if err != nil {
 			return err
 		}
@@ -339,19 +339,22 @@ func (t *Tailer) readWake(sh *shard, r *entryReader) error {
 	return nil
 }
 
-// handOver delivers evs, read for f, if f is still followed and nothing
-// was delivered for it since the read began, and moves its cursor.
+// handOver delivers the events of evs, read for f, after f's cursor, if
+// f is still followed, and moves the cursor past them. The first entry
+// read may hold events up to the cursor too (see entries.go).
 func (t *Tailer) handOver(f *follow, evs []session.Event) {
-	if len(evs) == 0 {
-		return
-	}
 	t.mu.Lock()
-	current := t.follows[f.sessionID] == f && evs[0].Seq > f.after
+	current := t.follows[f.sessionID] == f
 	if current {
-		f.after = evs[len(evs)-1].Seq
+		for len(evs) > 0 && evs[0].Seq <= f.after {
+			evs = evs[1:]
+		}
+		if len(evs) > 0 {
+			f.after = evs[len(evs)-1].Seq
+		}
 	}
 	t.mu.Unlock()
-	if current {
+	if current && len(evs) > 0 {
 		t.deliver(evs)
 	}
 }

@@ -55,14 +55,15 @@ var stmtSQL = [numStmts]string{
 
 // batchTx is the writer's transaction for one batch, with what the batch
 // has learnt so far. The writer keeps the writer pool's one connection for
-// as long as it runs, so every statement is prepared on it once, at Open,
-// and a batch runs them as they are: parsing the SQL again was 15% of a
-// CreateSession, and binding prepared statements to a *sql.Tx per batch
-// cost more than BEGIN and COMMIT on the connection.
+// as long as it runs, so every statement is prepared on it once, on its
+// first use, and a batch runs them as they are: parsing the SQL again was
+// 15% of a CreateSession, and binding prepared statements to a *sql.Tx per
+// batch cost more than BEGIN and COMMIT on the connection. Preparing them
+// all at Open held 300 KB of SQLite's memory in an idle store.
 type batchTx struct {
 	ctx   context.Context // not a caller's: one caller giving up must not fail the rest
 	conn  *sql.Conn
-	stmts [numStmts]*sql.Stmt
+	stmts [numStmts]*sql.Stmt // nil until first used (see stmt)
 	// insertEvents and saveSeqs write many rows a statement.
 	insertEvents, saveSeqs rowStmts
 	begin, commit, abandon *sql.Stmt
@@ -83,10 +84,13 @@ func (tx *batchTx) init() {
 	tx.ctx = context.Background()
 	tx.seqs = make(map[string]seqState)
 	tx.lastSeq = make(map[string]int64)
+	tx.insertEvents = newRowStmts(insertEventsSQL, eventRowSQL, "")
+	tx.saveSeqs = newRowStmts(saveSeqsSQL, "(?, ?)", saveSeqsWhere)
 }
 
-// open takes db's connection for the writer and prepares the writer's
-// statements on it.
+// open takes db's connection for the writer and prepares the statements
+// that begin and end its transactions on it; the others wait for their
+// first use.
 func (tx *batchTx) open(ctx context.Context, db *sql.DB) error {
 	var err error
 	if tx.conn, err = db.Conn(ctx); err != nil {
@@ -95,22 +99,36 @@ func (tx *batchTx) open(ctx context.Context, db *sql.DB) error {
 	prepare := func(query string) *sql.Stmt {
 		var stmt *sql.Stmt
 		if err == nil {
-			if stmt, err = tx.conn.PrepareContext(ctx, query); err != nil {
-				err = fmt.Errorf("prepare %.40q: %w", query, err)
-			}
+			stmt, err = tx.prepare(query)
 		}
 		return stmt
-	}
-	tx.insertEvents = prepareRows(prepare, insertEventsSQL, eventRowSQL, "")
-	tx.saveSeqs = prepareRows(prepare, saveSeqsSQL, "(?, ?)", saveSeqsWhere)
-	for id, query := range stmtSQL {
-		tx.stmts[id] = prepare(query)
 	}
 	tx.begin, tx.commit, tx.abandon = prepare(`BEGIN IMMEDIATE`), prepare(`COMMIT`), prepare(`ROLLBACK`)
 	if err != nil {
 		tx.close()
 	}
 	return err
+}
+
+// prepare prepares query on the writer's connection.
+func (tx *batchTx) prepare(query string) (*sql.Stmt, error) {
+	stmt, err := tx.conn.PrepareContext(tx.ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("prepare %.40q: %w", query, err)
+	}
+	return stmt, nil
+}
+
+// stmt returns statement id, preparing it on its first use.
+func (tx *batchTx) stmt(id stmtID) (*sql.Stmt, error) {
+	if tx.stmts[id] == nil {
+		stmt, err := tx.prepare(stmtSQL[id])
+		if err != nil {
+			return nil, err
+		}
+		tx.stmts[id] = stmt
+	}
+	return tx.stmts[id], nil
 }
 
 // close closes the statements prepared on the connection and gives it
@@ -126,10 +144,11 @@ func (tx *batchTx) close() {
 	_ = tx.conn.Close() // Close reports the pool's errors
 }
 
-// all returns every statement open prepares.
+// all returns every statement the writer may have prepared, nil for those
+// it has not.
 func (tx *batchTx) all() []*sql.Stmt {
-	all := append(tx.stmts[:], tx.insertEvents...)
-	all = append(all, tx.saveSeqs...)
+	all := append(tx.stmts[:], tx.insertEvents.stmts...)
+	all = append(all, tx.saveSeqs.stmts...)
 	return append(all, tx.begin, tx.commit, tx.abandon)
 }
 
@@ -191,7 +210,11 @@ func (tx *batchTx) apply(r *writeReq) error {
 
 // exec runs statement id and reports whether it changed any row.
 func (tx *batchTx) exec(id stmtID, args ...any) (changed bool, err error) {
-	res, err := tx.stmts[id].ExecContext(tx.ctx, args...)
+	stmt, err := tx.stmt(id)
+	if err != nil {
+		return false, err
+	}
+	res, err := stmt.ExecContext(tx.ctx, args...)
 	if err != nil {
 		return false, err
 	}
@@ -200,8 +223,12 @@ func (tx *batchTx) exec(id stmtID, args ...any) (changed bool, err error) {
 }
 
 // queryRow runs statement id, which returns at most one row.
-func (tx *batchTx) queryRow(id stmtID, args ...any) *sql.Row {
-	return tx.stmts[id].QueryRowContext(tx.ctx, args...)
+func (tx *batchTx) queryRow(id stmtID, args ...any) scanner {
+	stmt, err := tx.stmt(id)
+	if err != nil {
+		return errRow{err}
+	}
+	return stmt.QueryRowContext(tx.ctx, args...)
 }
 
 // requireSession returns, as the call's own failure, ErrNotFound if

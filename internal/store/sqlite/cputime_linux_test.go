@@ -4,20 +4,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"github.com/kerneld/kerneld/internal/store/storetest"
 )
 
 // CPUTime returns the CPU time the process has used, user and system.
 // Benchmarks report it per op beside ns/op, which on a shared machine
 // measures the wait for a core as much as the work.
-func CPUTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+func CPUTime() time.Duration { return storetest.CPUTime() }
 
 // RunQueueWait returns how long the process's threads have been runnable
 // but waiting for a CPU, summed over the threads (the second field of

@@ -48,28 +48,39 @@ func oneSession(evs []session.Event) error {
 // so it sizes the result exactly: replaying a long log was a fifth slower
 // when the slice grew by appending.
 func (s *Store) ReadEvents(ctx context.Context, sessionID string, after int64, limit int) ([]session.Event, error) {
-	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	r, err := s.acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)
 	}
-	defer rollback(tx)
+	defer s.release(r)
+	if err := r.exec(brief(ctx), `BEGIN`); err != nil {
+		return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)
+	}
+	defer r.end()
 	var last int64
-	err = tx.QueryRowContext(ctx, `SELECT last_seq FROM sessions WHERE id = ?`, sessionID).Scan(&last)
+	err = r.queryRow(brief(ctx), `SELECT last_seq FROM sessions WHERE id = ?`, sessionID).Scan(&last)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, session.SessionNotFound(sessionID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)
 	}
-	n := max(last-max(after, 0), 0) // seqs are 1..last
+	after = max(after, 0)
+	n := max(last-after, 0) // seqs are 1..last
 	if limit > 0 {
 		n = min(n, int64(limit))
 	}
 	if n == 0 {
 		return nil, nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT seq, run_id, type, time, data, meta FROM events
-		WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, after, n)
+	if n <= maxBriefRows {
+		ctx = brief(ctx) // the tail of the log, which the kernel reads around every run
+	}
+	// Seqs run 1..last with no gap, so the n events after after are those
+	// up to after+n: a bound rather than a LIMIT, which would have the
+	// statement prepared again (see limitClause).
+	rows, err := r.query(ctx, `SELECT seq, run_id, type, time, data, meta FROM events
+		WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq`, sessionID, after, after+n)
 	if err != nil {
 		return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)
 	}
@@ -86,7 +97,7 @@ func (s *Store) ReadEvents(ctx context.Context, sessionID string, after int64, l
 func scanEvents(rows *sql.Rows, sessionID string, n int) ([]session.Event, error) {
 	defer func() { _ = rows.Close() }() // rows.Err reports what matters
 	evs := make([]session.Event, 0, n)
-	var buf []byte
+	a := arena{next: min(arenaChunk, n*eventBytes)}
 	for rows.Next() {
 		ev := session.Event{SessionID: sessionID}
 		var us int64
@@ -95,30 +106,43 @@ func scanEvents(rows *sql.Rows, sessionID string, n int) ([]session.Event, error
 			return nil, err
 		}
 		ev.Time = fromMicros(us)
-		ev.Data, buf = keep(buf, data)
-		ev.Meta, buf = keep(buf, meta)
+		ev.Data = a.keep(data)
+		ev.Meta = a.keep(meta)
 		evs = append(evs, ev)
 	}
 	return evs, rows.Err()
 }
 
-// arenaChunk is the size of the buffers scanEvents copies bytes into.
-const arenaChunk = 64 << 10
+// arenaChunk is the size of the buffers scanEvents copies bytes into, and
+// eventBytes about what a token event's data and meta take: a read of a
+// few events starts with a chunk its size, since the kernel reads a
+// session's last event around every run.
+const (
+	arenaChunk = 64 << 10
+	eventBytes = 256
+)
 
-// keep copies b to the end of buf and returns the copy, capped so that
-// appending to it cannot overwrite a neighbour, and buf. A full buf is
+// arena is where scanEvents copies the bytes of events.
+type arena struct {
+	buf  []byte
+	next int // the size of the next chunk
+}
+
+// keep copies b to the end of the arena and returns the copy, capped so
+// that appending to it cannot overwrite a neighbour. A full chunk is
 // replaced, not grown: copies already handed out stay where they are.
-func keep(buf, b []byte) ([]byte, []byte) {
+func (a *arena) keep(b []byte) []byte {
 	if b == nil {
-		return nil, buf
+		return nil
 	}
-	if len(b) > cap(buf)-len(buf) {
+	if len(b) > cap(a.buf)-len(a.buf) {
 		if len(b) > arenaChunk/4 {
-			return append(make([]byte, 0, len(b)), b...), buf
+			return append(make([]byte, 0, len(b)), b...)
 		}
-		buf = make([]byte, 0, arenaChunk)
+		a.buf = make([]byte, 0, max(a.next, len(b)))
+		a.next = arenaChunk
 	}
-	n := len(buf)
-	buf = append(buf, b...)
-	return buf[n:len(buf):len(buf)], buf
+	n := len(a.buf)
+	a.buf = append(a.buf, b...)
+	return a.buf[n:len(a.buf):len(a.buf)]
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // The images of users' messages (images.Store), in the tables of
-// migration 0007. Writes go through the writer like every other; they are
+// migration 0008. Writes go through the writer like every other; they are
 // rare and carry large values, so their statements are not among the
 // writer's prepared ones.
 
@@ -82,10 +82,11 @@ func (tx *batchTx) insertImage(img session.Image, maxTenantBytes int64) (own, er
 func (s *Store) GetImage(ctx context.Context, sessionID, hash string) (session.Image, error) {
 	img := session.Image{Hash: hash}
 	var created int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT i.tenant, i.media_type, i.size, i.created_at, i.data
+	err := s.readRow(ctx, func(row scanner) error {
+		return row.Scan(&img.Tenant, &img.MediaType, &img.Size, &created, &img.Data)
+	}, `SELECT i.tenant, i.media_type, i.size, i.created_at, i.data
 		FROM image_refs r JOIN images i ON i.tenant = r.tenant AND i.hash = r.hash
-		WHERE r.session_id = ? AND r.hash = ?`, sessionID, hash).
-		Scan(&img.Tenant, &img.MediaType, &img.Size, &created, &img.Data)
+		WHERE r.session_id = ? AND r.hash = ?`, sessionID, hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return session.Image{}, session.ImageNotFound(hash)
 	}
@@ -99,24 +100,22 @@ func (s *Store) GetImage(ctx context.Context, sessionID, hash string) (session.I
 // ListImages returns the images session sessionID refers to, without
 // their bytes, by hash.
 func (s *Store) ListImages(ctx context.Context, sessionID string) ([]session.Image, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT i.tenant, i.hash, i.media_type, i.size, i.created_at
+	out := []session.Image{}
+	err := s.readRows(ctx, func(rows *sql.Rows) error {
+		for rows.Next() {
+			var img session.Image
+			var created int64
+			if err := rows.Scan(&img.Tenant, &img.Hash, &img.MediaType, &img.Size, &created); err != nil {
+				return err
+			}
+			img.CreatedAt = fromMicros(created)
+			out = append(out, img)
+		}
+		return rows.Err()
+	}, `SELECT i.tenant, i.hash, i.media_type, i.size, i.created_at
 		FROM image_refs r JOIN images i ON i.tenant = r.tenant AND i.hash = r.hash
 		WHERE r.session_id = ? ORDER BY r.hash`, sessionID)
 	if err != nil {
-		return nil, fmt.Errorf("list images of session %s: %w", sessionID, err)
-	}
-	defer func() { _ = rows.Close() }() // rows.Err reports what matters
-	out := []session.Image{}
-	for rows.Next() {
-		var img session.Image
-		var created int64
-		if err := rows.Scan(&img.Tenant, &img.Hash, &img.MediaType, &img.Size, &created); err != nil {
-			return nil, fmt.Errorf("list images of session %s: %w", sessionID, err)
-		}
-		img.CreatedAt = fromMicros(created)
-		out = append(out, img)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list images of session %s: %w", sessionID, err)
 	}
 	return out, nil
@@ -138,7 +137,7 @@ func (s *Store) LinkImages(ctx context.Context, from, to string) error {
 }
 
 // ReleaseImages drops session sessionID's references; the trigger of
-// migration 0007 deletes the images no session refers to any more.
+// migration 0008 deletes the images no session refers to any more.
 // Deleting the session has done both already.
 func (s *Store) ReleaseImages(ctx context.Context, sessionID string) error {
 	return s.write(ctx, func(tx *batchTx) (own, err error) {
@@ -152,8 +151,8 @@ func (s *Store) ReleaseImages(ctx context.Context, sessionID string) error {
 // ImageUsage returns how many images tenant keeps and their bytes.
 func (s *Store) ImageUsage(ctx context.Context, tenant string) (session.ImageUsage, error) {
 	var u session.ImageUsage
-	err := s.rdb.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(size), 0) FROM images WHERE tenant = ?`,
-		tenant).Scan(&u.Images, &u.Bytes)
+	err := s.readRow(ctx, func(row scanner) error { return row.Scan(&u.Images, &u.Bytes) },
+		`SELECT count(*), coalesce(sum(size), 0) FROM images WHERE tenant = ?`, tenant)
 	if err != nil {
 		return u, fmt.Errorf("image usage of tenant %q: %w", tenant, err)
 	}
@@ -183,4 +182,31 @@ func decodeImageRefs(b []byte) ([]session.ImageRef, error) {
 		return nil, fmt.Errorf("decode images: %w", err)
 	}
 	return refs, nil
+}
+
+// readRow runs query, which returns at most one row, on a reader of its
+// own, and hands the row to scan. An index bounds every query it runs.
+func (s *Store) readRow(ctx context.Context, scan func(scanner) error, query string, args ...any) error {
+	r, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.release(r)
+	return scan(r.queryRow(brief(ctx), query, args...))
+}
+
+// readRows runs query on a reader of its own and hands its rows to read,
+// then closes them.
+func (s *Store) readRows(ctx context.Context, read func(*sql.Rows) error, query string, args ...any) error {
+	r, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.release(r)
+	rows, err := r.query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rows.Close() }() // rows.Err, which read returns, reports what matters
+	return read(rows)
 }

@@ -47,7 +47,7 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, _ string, ttl time.
 	if err != nil {
 		return 0, err
 	}
-	if err := requireSession(ctx, s.rdb, sessionID); err != nil {
+	if err := s.requireSession(ctx, sessionID); err != nil {
 		s.leases.release(sessionID, token)
 		return 0, err
 	}
@@ -73,7 +73,7 @@ func (t *leaseTable) acquire(sessionID string, ttl time.Duration) (int64, error)
 func (s *Store) RenewLease(ctx context.Context, sessionID string, token int64, ttl time.Duration) error {
 	err := s.leases.renew(sessionID, token, ttl)
 	if err != nil {
-		if missing := requireSession(ctx, s.rdb, sessionID); errors.Is(missing, errdefs.ErrNotFound) {
+		if missing := s.requireSession(ctx, sessionID); errors.Is(missing, errdefs.ErrNotFound) {
 			return missing
 		}
 	}

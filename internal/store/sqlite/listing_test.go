@@ -175,7 +175,10 @@ func TestLeadEntry(t *testing.T) {
 		{map[string]string{"team": "nothing", "user": "user7"}, "team"},
 		{map[string]string{"user": "alice"}, ""},
 	} {
-		got, err := s.leadEntry(t.Context(), tt.md)
+		r, err := s.acquire(t.Context())
+		require.NoError(t, err)
+		got, err := r.leadEntry(t.Context(), tt.md)
+		s.release(r)
 		require.NoError(t, err)
 		assert.Equal(t, tt.want, got, "lead of %v", tt.md)
 	}

@@ -12,12 +12,18 @@ import (
 
 // GetMemory returns the entry key of a session's memory.
 func (s *Store) GetMemory(ctx context.Context, sessionID, key string) (session.MemoryEntry, error) {
+	r, err := s.acquire(ctx)
+	if err != nil {
+		return session.MemoryEntry{}, fmt.Errorf("get memory %q of session %s: %w", key, sessionID, err)
+	}
+	defer s.release(r)
+	ctx = brief(ctx)
 	e := session.MemoryEntry{SessionID: sessionID, Key: key}
 	var updated int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT value, updated_at FROM memory
+	err = r.queryRow(ctx, `SELECT value, updated_at FROM memory
 		WHERE session_id = ? AND key = ?`, sessionID, key).Scan(&e.Value, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
-		return session.MemoryEntry{}, missingKey(ctx, s.rdb, sessionID, key)
+		return session.MemoryEntry{}, r.missingKey(ctx, sessionID, key)
 	}
 	if err != nil {
 		return session.MemoryEntry{}, fmt.Errorf("get memory %q of session %s: %w", key, sessionID, err)
@@ -87,7 +93,13 @@ func (s *Store) DeleteMemory(ctx context.Context, sessionID, key string) error {
 // ListMemory returns a session's entries sorted by key in byte order,
 // which is how SQLite's default BINARY collation compares text.
 func (s *Store) ListMemory(ctx context.Context, sessionID string) ([]session.MemoryEntry, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT key, value, updated_at FROM memory
+	r, err := s.acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list memory of session %s: %w", sessionID, err)
+	}
+	defer s.release(r)
+	ctx = brief(ctx) // bounded by the sessions' entry limit
+	rows, err := r.query(ctx, `SELECT key, value, updated_at FROM memory
 		WHERE session_id = ? ORDER BY key`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("list memory of session %s: %w", sessionID, err)
@@ -107,7 +119,7 @@ func (s *Store) ListMemory(ctx context.Context, sessionID string) ([]session.Mem
 		return nil, fmt.Errorf("list memory of session %s: %w", sessionID, err)
 	}
 	if len(out) == 0 {
-		if err := requireSession(ctx, s.rdb, sessionID); err != nil {
+		if err := r.requireSession(ctx, sessionID); err != nil {
 			return nil, err
 		}
 	}
@@ -116,8 +128,8 @@ func (s *Store) ListMemory(ctx context.Context, sessionID string) ([]session.Mem
 
 // missingKey returns the not-found error for key: the session's, if it
 // is the session that is missing.
-func missingKey(ctx context.Context, q querier, sessionID, key string) error {
-	if err := requireSession(ctx, q, sessionID); err != nil {
+func (r *reader) missingKey(ctx context.Context, sessionID, key string) error {
+	if err := r.requireSession(ctx, sessionID); err != nil {
 		return err
 	}
 	return session.MemoryKeyNotFound(key)

@@ -97,9 +97,8 @@ func (tx *batchTx) appendMessages(msgs []session.Message, calls []any, positions
 // ListMessages returns a session's messages with Position > after, oldest
 // first, at most limit of them when limit > 0.
 func (s *Store) ListMessages(ctx context.Context, sessionID string, after int64, limit int) ([]session.Message, error) {
-	msgs, err := s.queryMessages(ctx, sessionID, `SELECT `+messageColumns+` FROM messages
-		WHERE session_id = ? AND position > ? ORDER BY position LIMIT ?`,
-		sessionID, after, limitArg(limit))
+	msgs, err := s.queryMessages(ctx, limit > 0 && limit <= maxBriefRows, sessionID, `SELECT `+messageColumns+`
+		FROM messages WHERE session_id = ? AND position > ? ORDER BY position`+limitClause(limit), sessionID, after)
 	if err != nil {
 		return nil, fmt.Errorf("list messages of session %s: %w", sessionID, err)
 	}
@@ -110,10 +109,10 @@ func (s *Store) ListMessages(ctx context.Context, sessionID string, after int64,
 // returns none.
 func (s *Store) RecentMessages(ctx context.Context, sessionID string, n int) ([]session.Message, error) {
 	if n <= 0 {
-		return nil, requireSession(ctx, s.rdb, sessionID)
+		return nil, s.requireSession(ctx, sessionID)
 	}
-	msgs, err := s.queryMessages(ctx, sessionID, `SELECT `+messageColumns+` FROM messages
-		WHERE session_id = ? ORDER BY position DESC LIMIT ?`, sessionID, n)
+	msgs, err := s.queryMessages(ctx, n <= maxBriefRows, sessionID, `SELECT `+messageColumns+`
+		FROM messages WHERE session_id = ? ORDER BY position DESC`+limitClause(n), sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("list recent messages of session %s: %w", sessionID, err)
 	}
@@ -121,11 +120,19 @@ func (s *Store) RecentMessages(ctx context.Context, sessionID string, n int) ([]
 	return msgs, nil
 }
 
-// queryMessages runs a SELECT of messageColumns on the read pool. When it
-// finds none it checks the session exists, since messages exist only in
-// sessions that do.
-func (s *Store) queryMessages(ctx context.Context, sessionID, query string, args ...any) ([]session.Message, error) {
-	rows, err := s.rdb.QueryContext(ctx, query, args...)
+// queryMessages runs a SELECT of messageColumns on a reader, briefly
+// (see brief) if short. When it finds none it checks the session exists,
+// since messages exist only in sessions that do.
+func (s *Store) queryMessages(ctx context.Context, short bool, sessionID, query string, args ...any) ([]session.Message, error) {
+	r, err := s.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.release(r)
+	if short {
+		ctx = brief(ctx)
+	}
+	rows, err := r.query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +149,7 @@ func (s *Store) queryMessages(ctx context.Context, sessionID, query string, args
 		return nil, err
 	}
 	if len(msgs) == 0 {
-		return nil, requireSession(ctx, s.rdb, sessionID)
+		return nil, r.requireSession(ctx, sessionID)
 	}
 	return msgs, nil
 }

@@ -16,7 +16,10 @@ import (
 // queryPlan returns SQLite's plan for query, one step a line.
 func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
 	t.Helper()
-	rows, err := s.rdb.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+query, args...)
+	r, err := s.acquire(t.Context())
+	require.NoError(t, err)
+	defer s.release(r)
+	rows, err := r.query(t.Context(), "EXPLAIN QUERY PLAN "+query, args...)
 	require.NoError(t, err)
 	defer func() { _ = rows.Close() }()
 	var steps []string

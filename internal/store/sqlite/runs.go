@@ -34,7 +34,7 @@ const updateRunSQL = `UPDATE runs SET state = ?, input = ?, idempotency_key = ?,
 // same transaction; see kernel.RunStore.
 func (s *Store) CreateRun(ctx context.Context, r session.Run, c session.RunConstraints) error {
 	code, msg := runErrorArgs(r.Error)
-	ext, err := encodeExt(r.RunExt, session.RunExt{})
+	ext, err := encodeExt(r.RunExt)
 	if err != nil {
 		return fmt.Errorf("create run %s: %w", r.ID, err)
 	}
@@ -90,11 +90,16 @@ func (tx *batchTx) checkRun(r session.Run, c session.RunConstraints) (own, err e
 
 // GetRun returns run runID of session sessionID.
 func (s *Store) GetRun(ctx context.Context, sessionID, runID string) (session.Run, error) {
-	row := s.rdb.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs
-		WHERE session_id = ? AND id = ?`, sessionID, runID)
-	r, err := scanRun(row)
+	rd, err := s.acquire(ctx)
+	if err != nil {
+		return session.Run{}, fmt.Errorf("get run %s: %w", runID, err)
+	}
+	defer s.release(rd)
+	ctx = brief(ctx)
+	r, err := scanRun(rd.queryRow(ctx, `SELECT `+runColumns+` FROM runs
+		WHERE session_id = ? AND id = ?`, sessionID, runID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return session.Run{}, s.missingRun(ctx, sessionID, session.RunNotFound(runID))
+		return session.Run{}, rd.missingRun(ctx, sessionID, session.RunNotFound(runID))
 	}
 	if err != nil {
 		return session.Run{}, fmt.Errorf("get run %s: %w", runID, err)
@@ -106,7 +111,7 @@ func (s *Store) GetRun(ctx context.Context, sessionID, runID string) (session.Ru
 // see kernel.RunStore.
 func (s *Store) UpdateRun(ctx context.Context, r session.Run) error {
 	code, msg := runErrorArgs(r.Error)
-	ext, err := encodeExt(r.RunExt, session.RunExt{})
+	ext, err := encodeExt(r.RunExt)
 	if err != nil {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	}
@@ -135,13 +140,21 @@ func (s *Store) UpdateRun(ctx context.Context, r session.Run) error {
 // ListRuns returns a session's runs matching q, most recently created
 // first: runs keep rowids in the order they were created.
 func (s *Store) ListRuns(ctx context.Context, sessionID string, q session.RunQuery) ([]session.Run, error) {
+	r, err := s.acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list runs of session %s: %w", sessionID, err)
+	}
+	defer s.release(r)
+	if len(q.States) > 0 || q.Limit > 0 {
+		ctx = brief(ctx) // the kernel's: a session's few active runs, or a page
+	}
 	query, args := runsQuery(sessionID, q)
-	runs, err := s.queryRuns(ctx, query, args...)
+	runs, err := r.queryRuns(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs of session %s: %w", sessionID, err)
 	}
 	if len(runs) == 0 {
-		if err := requireSession(ctx, s.rdb, sessionID); err != nil {
+		if err := r.requireSession(ctx, sessionID); err != nil {
 			return nil, err
 		}
 	}
@@ -172,8 +185,8 @@ func runsQuery(sessionID string, q session.RunQuery) (string, []any) {
 		query += ` AND rowid < (SELECT rowid FROM runs WHERE session_id = ? AND id = ?)`
 		args = append(args, sessionID, q.Before)
 	}
-	query += ` ORDER BY rowid DESC LIMIT ?`
-	return query, append(args, limitArg(q.Limit))
+	query += ` ORDER BY rowid DESC` + limitClause(q.Limit)
+	return query, args
 }
 
 // findRunByKeySQL finds the newest run of a session with a key created at
@@ -188,10 +201,15 @@ const findRunByKeySQL = `SELECT ` + runColumns + ` FROM runs
 // with key at or after since. An empty key matches no run: runs created
 // without one must not be mistaken for each other.
 func (s *Store) FindRunByIdempotencyKey(ctx context.Context, sessionID, key string, since time.Time) (session.Run, error) {
-	row := s.rdb.QueryRowContext(ctx, findRunByKeySQL, sessionID, key, micros(since))
-	r, err := scanRun(row)
+	rd, err := s.acquire(ctx)
+	if err != nil {
+		return session.Run{}, fmt.Errorf("find run of session %s by idempotency key: %w", sessionID, err)
+	}
+	defer s.release(rd)
+	ctx = brief(ctx)
+	r, err := scanRun(rd.queryRow(ctx, findRunByKeySQL, sessionID, key, micros(since)))
 	if errors.Is(err, sql.ErrNoRows) {
-		return session.Run{}, s.missingRun(ctx, sessionID, errdefs.New(errdefs.ErrNotFound,
+		return session.Run{}, rd.missingRun(ctx, sessionID, errdefs.New(errdefs.ErrNotFound,
 			"run_not_found", "no run of session %s with idempotency key %q", sessionID, key))
 	}
 	if err != nil {
@@ -210,8 +228,13 @@ func (s *Store) ListRunsByState(ctx context.Context, states ...session.RunState)
 	for i, st := range states {
 		args[i] = string(st)
 	}
+	r, err := s.acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list runs by state: %w", err)
+	}
+	defer s.release(r)
 	marks := strings.Repeat(", ?", len(states))[2:]
-	runs, err := s.queryRuns(ctx, `SELECT `+runColumns+` FROM runs WHERE state IN (`+marks+`)
+	runs, err := r.queryRuns(ctx, `SELECT `+runColumns+` FROM runs WHERE state IN (`+marks+`)
 		ORDER BY created_at, id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs by state: %w", err)
@@ -221,8 +244,8 @@ func (s *Store) ListRunsByState(ctx context.Context, states ...session.RunState)
 
 // missingRun returns notFound if the session exists, or the session's own
 // not-found error: a run of a missing session is reported as the session.
-func (s *Store) missingRun(ctx context.Context, sessionID string, notFound error) error {
-	if err := requireSession(ctx, s.rdb, sessionID); err != nil {
+func (r *reader) missingRun(ctx context.Context, sessionID string, notFound error) error {
+	if err := r.requireSession(ctx, sessionID); err != nil {
 		return err
 	}
 	return notFound
@@ -238,9 +261,9 @@ func (tx *batchTx) missingRun(sessionID string, notFound error) (own, err error)
 	return notFound, nil
 }
 
-// queryRuns runs a SELECT of runColumns on the read pool.
-func (s *Store) queryRuns(ctx context.Context, query string, args ...any) ([]session.Run, error) {
-	rows, err := s.rdb.QueryContext(ctx, query, args...)
+// queryRuns runs a SELECT of runColumns on r.
+func (r *reader) queryRuns(ctx context.Context, query string, args ...any) ([]session.Run, error) {
+	rows, err := r.query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -6,18 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/session"
 )
-
-// querier is what both *sql.DB and *sql.Tx offer, so helpers can run
-// inside or outside a transaction.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
 
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface {
@@ -27,9 +22,9 @@ type scanner interface {
 // requireSession returns nil if session id exists, an ErrNotFound if it
 // does not. Lookups that found nothing call it to tell "no such session"
 // from "no such run/key" or "nothing yet".
-func requireSession(ctx context.Context, q querier, id string) error {
+func (r *reader) requireSession(ctx context.Context, id string) error {
 	var one int
-	err := q.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one)
+	err := r.queryRow(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return session.SessionNotFound(id)
 	}
@@ -37,6 +32,16 @@ func requireSession(ctx context.Context, q querier, id string) error {
 		return fmt.Errorf("look up session %s: %w", id, err)
 	}
 	return nil
+}
+
+// requireSession is reader.requireSession on a reader of its own.
+func (s *Store) requireSession(ctx context.Context, id string) error {
+	r, err := s.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("look up session %s: %w", id, err)
+	}
+	defer s.release(r)
+	return r.requireSession(brief(ctx), id)
 }
 
 // micros is how every time is stored: microseconds since the Unix epoch,
@@ -72,13 +77,17 @@ func fromNullMicros(us sql.NullInt64) time.Time {
 	return fromMicros(us.Int64)
 }
 
-// limitArg turns a limit where <= 0 means "all" into SQLite's LIMIT,
-// where a negative value means no limit.
-func limitArg(limit int) int {
+// limitClause returns the LIMIT clause of a limit where <= 0 means
+// "all". The number is written into the statement rather than bound: a
+// LIMIT bound to a parameter has SQLite prepare the statement again each
+// time it is bound (it plans with the value), which would undo keeping
+// the statement prepared (see readers); the few limits the kernel asks
+// for are a few statements each.
+func limitClause(limit int) string {
 	if limit <= 0 {
-		return -1
+		return ""
 	}
-	return limit
+	return " LIMIT " + strconv.Itoa(limit)
 }
 
 // encodeMetadata returns a session's metadata as JSON text, or NULL when
@@ -106,16 +115,32 @@ func decodeMetadata(b []byte) (map[string]string, error) {
 }
 
 // encodeExt returns a record's ext document as JSON text, or NULL when it
-// holds only zero values (it encodes as empty does).
-func encodeExt[T any](ext, empty T) (any, error) {
+// holds only zero values (it encodes as T's zero value does).
+func encodeExt[T any](ext T) (any, error) {
 	b, err := json.Marshal(ext)
 	if err != nil {
 		return nil, fmt.Errorf("encode ext: %w", err)
 	}
-	if e, _ := json.Marshal(empty); string(b) == string(e) {
+	if string(b) == zeroJSON[T]() {
 		return nil, nil
 	}
 	return string(b), nil
+}
+
+// zeroJSONs holds the JSON of the zero value of each ext type, by type,
+// so that encodeExt does not encode it again on every write.
+var zeroJSONs sync.Map
+
+// zeroJSON returns the JSON of T's zero value.
+func zeroJSON[T any]() string {
+	t := reflect.TypeFor[T]()
+	if s, ok := zeroJSONs.Load(t); ok {
+		return s.(string)
+	}
+	var zero T
+	b, _ := json.Marshal(zero) // what encodes as ext does encodes as zero
+	zeroJSONs.Store(t, string(b))
+	return string(b)
 }
 
 // decodeExt reads an ext document into ext; NULL leaves it as it is.

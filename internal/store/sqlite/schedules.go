@@ -13,7 +13,7 @@ import (
 )
 
 // The sessions' schedules (schedule.Store), in the table of migration
-// 0008. Deleting a session deletes its schedules with it. The writer is
+// 0009. Deleting a session deletes its schedules with it. The writer is
 // the only one to write, so a claim is one UPDATE … RETURNING, and no two
 // holders can take one schedule.
 
@@ -67,8 +67,11 @@ func (tx *batchTx) checkScheduleRoom(sch schedule.Schedule, b schedule.Bounds) (
 
 // GetSchedule returns schedule id of session sessionID.
 func (s *Store) GetSchedule(ctx context.Context, sessionID, id string) (schedule.Schedule, error) {
-	sch, err := scanSchedule(s.rdb.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM schedules
-		WHERE session_id = ? AND id = ?`, sessionID, id))
+	var sch schedule.Schedule
+	err := s.readRow(ctx, func(row scanner) (err error) {
+		sch, err = scanSchedule(row)
+		return err
+	}, `SELECT `+scheduleColumns+` FROM schedules WHERE session_id = ? AND id = ?`, sessionID, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return schedule.Schedule{}, schedule.NotFound(id)
 	}
@@ -80,12 +83,11 @@ func (s *Store) GetSchedule(ctx context.Context, sessionID, id string) (schedule
 
 // ListSchedules returns a session's schedules, oldest first.
 func (s *Store) ListSchedules(ctx context.Context, sessionID string) ([]schedule.Schedule, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM schedules
-		WHERE session_id = ? ORDER BY created_at, id`, sessionID)
-	if err != nil {
-		return nil, fmt.Errorf("list schedules of session %s: %w", sessionID, err)
-	}
-	out, err := scanSchedules(rows)
+	var out []schedule.Schedule
+	err := s.readRows(ctx, func(rows *sql.Rows) (err error) {
+		out, err = scanSchedules(rows)
+		return err
+	}, `SELECT `+scheduleColumns+` FROM schedules WHERE session_id = ? ORDER BY created_at, id`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules of session %s: %w", sessionID, err)
 	}

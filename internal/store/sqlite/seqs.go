@@ -34,31 +34,47 @@ const (
 	saveSeqsWhere = `) AS v WHERE sessions.id = v.column1`
 )
 
-// rowStmts are one statement in several sizes: rowStmts[i] writes 1<<i
-// rows, so that rows of any number go in few statements, and few
-// statements are prepared.
-type rowStmts []*sql.Stmt
-
-// prepareRows prepares head, then row repeated 1, 2, 4… maxRowsPerStmt
-// times, then tail.
-func prepareRows(prepare func(query string) *sql.Stmt, head, row, tail string) rowStmts {
-	var stmts rowStmts
-	for n := 1; n <= maxRowsPerStmt; n *= 2 {
-		stmts = append(stmts, prepare(head+strings.Repeat(row+", ", n-1)+row+tail))
-	}
-	return stmts
+// rowStmts is one statement in several sizes: stmts[i] writes 1<<i rows,
+// so that rows of any number go in few statements, and few statements are
+// prepared. A size is prepared on its first use.
+type rowStmts struct {
+	head, row, tail string
+	stmts           []*sql.Stmt
 }
 
-// execRows writes n rows with stmts, the largest that fits first;
+// newRowStmts returns head, then row repeated 1, 2, 4… maxRowsPerStmt
+// times, then tail.
+func newRowStmts(head, row, tail string) rowStmts {
+	return rowStmts{head: head, row: row, tail: tail, stmts: make([]*sql.Stmt, bits.Len(maxRowsPerStmt))}
+}
+
+// rowStmt returns the size of rs that writes 1<<i rows, preparing it on
+// its first use.
+func (tx *batchTx) rowStmt(rs *rowStmts, i int) (*sql.Stmt, error) {
+	if rs.stmts[i] == nil {
+		stmt, err := tx.prepare(rs.head + strings.Repeat(rs.row+", ", 1<<i-1) + rs.row + rs.tail)
+		if err != nil {
+			return nil, err
+		}
+		rs.stmts[i] = stmt
+	}
+	return rs.stmts[i], nil
+}
+
+// execRows writes n rows with rs, the largest size that fits first;
 // appendRow appends the values of row i to args.
-func (tx *batchTx) execRows(stmts rowStmts, n int, appendRow func(args []any, i int) []any) error {
+func (tx *batchTx) execRows(rs *rowStmts, n int, appendRow func(args []any, i int) []any) error {
 	for done := 0; done < n; {
-		i := min(len(stmts), bits.Len(uint(n-done))) - 1 // the largest 1<<i <= n-done
+		i := min(len(rs.stmts), bits.Len(uint(n-done))) - 1 // the largest 1<<i <= n-done
+		stmt, err := tx.rowStmt(rs, i)
+		if err != nil {
+			return err
+		}
 		args := tx.args[:0]
 		for row := done; row < done+1<<i; row++ {
 			args = appendRow(args, row)
 		}
-		_, err := stmts[i].ExecContext(tx.ctx, args...)
+		_, err = stmt.ExecContext(tx.ctx, args...)
 		clear(args) // keep no events alive
 		tx.args = args[:0]
 		if err != nil {
@@ -145,7 +161,7 @@ func (tx *batchTx) deleted(id string) {
 // statement that must see them: deleting a session whose rows are queued.
 func (tx *batchTx) flushEvents() error {
 	rows := tx.rows
-	err := tx.execRows(tx.insertEvents, len(rows), func(args []any, i int) []any {
+	err := tx.execRows(&tx.insertEvents, len(rows), func(args []any, i int) []any {
 		ev := rows[i].ev
 		return append(args, ev.SessionID, rows[i].seq, ev.RunID, string(ev.Type), micros(ev.Time),
 			[]byte(ev.Data), []byte(ev.Meta))
@@ -168,7 +184,7 @@ func (tx *batchTx) saveLastSeqs() error {
 		}
 	}
 	tx.dirty = dirty
-	err := tx.execRows(tx.saveSeqs, len(dirty), func(args []any, i int) []any {
+	err := tx.execRows(&tx.saveSeqs, len(dirty), func(args []any, i int) []any {
 		return append(args, dirty[i].id, dirty[i].last)
 	})
 	if err != nil {

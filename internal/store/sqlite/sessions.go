@@ -66,7 +66,7 @@ func sessionDocs(sess session.Session) (meta, ext any, err error) {
 	if meta, err = encodeMetadata(sess.Metadata); err != nil {
 		return nil, nil, err
 	}
-	ext, err = encodeExt(sess.SessionExt, session.SessionExt{})
+	ext, err = encodeExt(sess.SessionExt)
 	return meta, ext, err
 }
 
@@ -88,8 +88,12 @@ func (tx *batchTx) indexMetadata(sess session.Session, replace bool) error {
 
 // GetSession returns the session with id.
 func (s *Store) GetSession(ctx context.Context, id string) (session.Session, error) {
-	row := s.rdb.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id)
-	sess, err := scanSession(row)
+	r, err := s.acquire(ctx)
+	if err != nil {
+		return session.Session{}, fmt.Errorf("get session %s: %w", id, err)
+	}
+	defer s.release(r)
+	sess, err := scanSession(r.queryRow(brief(ctx), `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return session.Session{}, session.SessionNotFound(id)
 	}
@@ -158,12 +162,17 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 // ListSessions returns the sessions matching q, newest first (see
 // session.Query).
 func (s *Store) ListSessions(ctx context.Context, q session.Query) ([]session.Session, error) {
-	lead, err := s.leadEntry(ctx, q.Metadata)
+	r, err := s.acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer s.release(r)
+	lead, err := r.leadEntry(ctx, q.Metadata)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	query, args := sessionQueryLed(q, lead)
-	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	rows, err := r.query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -253,10 +262,7 @@ var qualifiedSessionColumns = "s." + strings.Join(strings.Fields(strings.Replace
 
 // withLimit ends the SELECT in b with q's limit and returns it with args.
 func withLimit(b *strings.Builder, q session.Query, args []any) (string, []any) {
-	if q.Limit > 0 {
-		b.WriteString(" LIMIT ?")
-		args = append(args, q.Limit)
-	}
+	b.WriteString(limitClause(q.Limit))
 	return b.String(), args
 }
 
@@ -338,8 +344,13 @@ func scanSession(row scanner) (session.Session, error) {
 // CountSessions returns how many sessions tenant has stored; the index
 // sessions_by_tenant answers it.
 func (s *Store) CountSessions(ctx context.Context, tenant string) (int, error) {
+	r, err := s.acquire(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("count sessions: %w", err)
+	}
+	defer s.release(r)
 	var n int
-	if err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions WHERE tenant = ?`, tenant).Scan(&n); err != nil {
+	if err := r.queryRow(ctx, `SELECT COUNT(*) FROM sessions WHERE tenant = ?`, tenant).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count sessions: %w", err)
 	}
 	return n, nil
@@ -356,15 +367,15 @@ const leadCount = 2000
 // a rare one reads many sessions per page (measured at 100,000 sessions,
 // a 1-in-2 entry with a 1-in-100 one: 33 ms a page led by the first, 1 ms
 // by the second). One entry needs no count.
-func (s *Store) leadEntry(ctx context.Context, md map[string]string) (string, error) {
+func (r *reader) leadEntry(ctx context.Context, md map[string]string) (string, error) {
 	if len(md) < 2 {
 		return "", nil
 	}
 	lead, fewest := "", int64(-1)
 	for _, k := range slices.Sorted(maps.Keys(md)) {
 		var n int64
-		err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM session_metadata
-			WHERE key = ? AND value = ? LIMIT ?)`, k, md[k], leadCount).Scan(&n)
+		err := r.queryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM session_metadata
+			WHERE key = ? AND value = ?`+limitClause(leadCount)+`)`, k, md[k]).Scan(&n)
 		if err != nil {
 			return "", err
 		}

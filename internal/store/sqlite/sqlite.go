@@ -12,10 +12,9 @@
 // request path: errors go back to the caller.
 //
 // Connections: one writer *sql.DB with a single connection, which the
-// writer goroutine holds and every write goes through; a read-only pool
-// beside it (WAL lets readers run while the writer commits, and each read
-// sees only committed data); and one connection that only runs
-// checkpoints.
+// writer goroutine holds and every write goes through; read-only
+// connections beside it, each keeping its statements prepared (see
+// readers); and one connection that only runs checkpoints.
 package sqlite
 
 import (
@@ -27,7 +26,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +63,8 @@ type Store struct {
 	log  *slog.Logger
 	lock *os.File
 	wdb  *sql.DB // one connection, the writer's: SQLite has one writer at a time anyway
-	rdb  *sql.DB // read-only connections
+
+	readers
 
 	writer
 	leases    leaseTable
@@ -137,14 +136,14 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 	}
 	if err == nil {
-		if s.rdb, err = openReaders(ctx, path); err != nil {
+		if err = s.openReaders(ctx, path); err != nil {
 			s.tx.close()
 		}
 	}
 	if err == nil {
-		if err = s.ckpt.open(ctx, path); err != nil {
+		if err = s.ckpt.open(path); err != nil {
 			s.tx.close()
-			_ = s.rdb.Close() // err says what went wrong
+			_ = s.readers.close() // err says what went wrong
 		}
 	}
 	if err != nil {
@@ -209,26 +208,6 @@ func openWriter(ctx context.Context, path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// openReaders opens the read-only pool. Its connections stay open: a new
-// connection re-reads the schema, which costs more than a small query.
-func openReaders(ctx context.Context, path string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", dsn(path, url.Values{
-		"mode":    {"ro"},
-		"_pragma": {"busy_timeout(5000)"},
-	}))
-	if err != nil {
-		return nil, fmt.Errorf("open database %s for reading: %w", path, err)
-	}
-	n := max(4, runtime.GOMAXPROCS(0))
-	db.SetMaxOpenConns(n)
-	db.SetMaxIdleConns(n)
-	if err := db.PingContext(ctx); err != nil {
-		_ = db.Close() // the ping error says more
-		return nil, fmt.Errorf("open database %s for reading: %w", path, err)
-	}
-	return db, nil
-}
-
 // Close commits the writes already queued, stops the writer and the
 // checkpointer, closes the database and releases the data directory.
 // Writes made after Close has begun fail with ErrUnavailable; reads fail
@@ -252,7 +231,7 @@ func (s *Store) close() error {
 	// the WAL into the database file and removes it. A checkpoint copies
 	// committed pages only: none of ours if Diagnose found the file
 	// unmodified.
-	errs = append(errs, s.rdb.Close(), s.wdb.Close(), unlockDir(s.lock))
+	errs = append(errs, s.readers.close(), s.wdb.Close(), unlockDir(s.lock))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
@@ -269,8 +248,13 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := s.lastFailure(); err != nil {
 		return fmt.Errorf("ping store: the last write failed: %w", err)
 	}
+	r, err := s.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("ping store: %w", err)
+	}
+	defer s.release(r)
 	var n int
-	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil {
+	if err := r.queryRow(brief(ctx), `SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil {
 		return fmt.Errorf("ping store: %w", err)
 	}
 	return nil

@@ -26,6 +26,9 @@ func Benchmark(b *testing.B, open func(b *testing.B) kernel.Store) {
 		{"AppendParallelSessions", benchAppendParallel},
 		{"CreateSession", benchCreateSession},
 		{"ReadEvents10k", benchReadEvents},
+		{"RunStart", benchRunStart},
+		{"RunStartParallel", benchRunStartParallel},
+		{"HotReads", benchHotReads},
 	}
 	for _, bm := range benchmarks {
 		b.Run(bm.name, func(b *testing.B) {

@@ -1,31 +1,36 @@
--- KEYS: session hash, stream, lease. ARGV: the packed events (see
--- packEvents), the token, the batch's id. Answers the new last seq. A
--- missing session is reported before the lease.
-if redis.call('EXISTS', KEYS[1]) == 0 then
+-- KEYS: session hash, stream, lease. ARGV: the token, the batch's id, then
+-- for each stream entry its number of events and its packed events (see
+-- packBatch). Answers the new last seq. A missing session is reported
+-- before the lease.
+local applied = redis.call('HMGET', KEYS[1], 'last_batch', 'last_seq')
+if not applied[2] then
   return fail('NOSESSION')
 end
-if lease_token(KEYS[3]) ~= ARGV[2] then
+if lease_token(KEYS[3]) ~= ARGV[1] then
   return fail('FENCED')
 end
 -- A batch sent again because its reply was lost is not appended twice:
 -- the lease holder appends one batch at a time, so a batch already in the
 -- log is the last one, and its seqs end at last_seq.
-local applied = redis.call('HMGET', KEYS[1], 'last_batch', 'last_seq')
-if applied[1] == ARGV[3] then
+if applied[1] == ARGV[2] then
   return tonumber(applied[2])
 end
--- Unpack every event before the first write: each is five strings (run
--- id, type, time, data, meta). A truncated batch fails here, having
--- written nothing.
-local fields = unpack_strings(ARGV[1])
-if not fields or #fields % 5 ~= 0 then
+-- Check every entry before the first write, so a malformed batch writes
+-- nothing.
+if #ARGV < 4 or #ARGV % 2 ~= 0 then
   return fail('MALFORMED')
 end
-local seq = tonumber(applied[2])
-for i = 1, #fields, 5 do
-  seq = seq + 1
-  redis.call('XADD', KEYS[2], string.format('%d-0', seq), 'r', fields[i], 't', fields[i + 1], 'ts', fields[i + 2],
-    'd', fields[i + 3], 'm', fields[i + 4])
+for i = 3, #ARGV, 2 do
+  local n = tonumber(ARGV[i])
+  if not n or n < 1 or n % 1 ~= 0 or #ARGV[i + 1] == 0 then
+    return fail('MALFORMED')
+  end
 end
-redis.call('HSET', KEYS[1], 'last_seq', seq, 'last_batch', ARGV[3] or '')
+-- Each entry's id is the seq of its last event.
+local seq = tonumber(applied[2])
+for i = 3, #ARGV, 2 do
+  seq = seq + tonumber(ARGV[i])
+  redis.call('XADD', KEYS[2], string.format('%d-0', seq), 'e', ARGV[i + 1])
+end
+redis.call('HSET', KEYS[1], 'last_seq', seq, 'last_batch', ARGV[2])
 return seq

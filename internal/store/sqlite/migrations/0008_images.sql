@@ -1,4 +1,4 @@
--- 0007: images users send with their messages.
+-- 0008: images users send with their messages.
 --
 -- An image's bytes are kept once per tenant and SHA-256 (images); each
 -- session that refers to one has a row in image_refs, which goes with the

@@ -1,4 +1,4 @@
--- 0008: scheduled prompts (internal/schedule).
+-- 0009: scheduled prompts (internal/schedule).
 --
 -- A schedule goes with its session (ON DELETE CASCADE). Times are
 -- microseconds; every is nanoseconds, 0 for a schedule that fires once.

@@ -173,7 +173,8 @@ type Run struct {
 	SteeredInto    string     `json:"steered_into"`
 	Model          string     `json:"model"`
 	Overrides      *Overrides `json:"overrides"`
-	Kind           string     `json:"kind"` // input, or compaction (CompactSession)
+	Kind           string     `json:"kind"`   // input, or compaction (CompactSession)
+	Source         string     `json:"source"` // schedule for a schedule's firing; "" for a client's run
 	CreatedAt      time.Time  `json:"created_at"`
 	StartedAt      *time.Time `json:"started_at"`
 	EndedAt        *time.Time `json:"ended_at"`

@@ -33,6 +33,8 @@ type Config struct {
 	Quotas    QuotasConfig    `yaml:"quotas"`
 	Telemetry TelemetryConfig `yaml:"telemetry"`
 	Webhooks  WebhooksConfig  `yaml:"webhooks"`
+	Images    ImagesConfig    `yaml:"images"`
+	Schedules SchedulesConfig `yaml:"schedules"`
 }
 
 // TelemetryConfig configures tracing beyond the standard OTEL_* variables,
@@ -154,6 +156,8 @@ func DefaultConfig() Config {
 		},
 		Quotas:    QuotasConfig(quota.DefaultLimits()),
 		Webhooks:  defaultWebhooks(),
+		Images:    defaultImagesConfig(),
+		Schedules: defaultSchedulesConfig(),
 		Store:     StoreConfig{Kind: "sqlite", DataDir: "./data", Redis: RedisConfig{LeaseTTL: 10 * time.Second}},
 		AgentsDir: "configs/agents",
 		Log:       LogConfig{Format: "text", Level: "info"},
@@ -384,7 +388,7 @@ func (c Config) Validate() error {
 	if err := httpapi.ValidateCORSOrigins(c.HTTP.CORSOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("http.cors_origins: %w", err))
 	}
-	errs = append(errs, c.Auth.check(), c.Webhooks.check())
+	errs = append(errs, c.Auth.check(), c.Webhooks.check(), c.Images.check(), c.Schedules.check())
 	return errors.Join(errs...)
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/kerneld/kerneld/internal/llm/scripted"
 	"github.com/kerneld/kerneld/internal/metrics"
 	"github.com/kerneld/kerneld/internal/quota"
+	"github.com/kerneld/kerneld/internal/schedule"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/store/memory"
 	"github.com/kerneld/kerneld/internal/store/redis"
@@ -57,6 +58,9 @@ type daemon struct {
 	tracing  *telemetry.Tracing
 	targets  *webhook.Targets
 	webhooks *webhook.Dispatcher // nil when the store keeps no outbox
+	// schedules fires the sessions' scheduled prompts; nil with a store
+	// that keeps none.
+	schedules *schedule.Service
 }
 
 // serve runs kerneld until ctx ends. It listens first and answers health
@@ -239,11 +243,19 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		}
 		repl = d.repl.config(cfg.Store.Redis)
 	}
+	observers := []kernel.Observer{d.streams, d.metrics, kernel.LogObserver{Log: d.log.With("system", "kernel")}}
+	runner := &kernelRunner{quotas: d.quotas}
+	if d.schedules, err = newSchedules(cfg, db, runner, d.log.With("system", "schedules")); err != nil {
+		return errors.Join(err, d.close(ctx))
+	}
+	if d.schedules != nil {
+		observers = append(observers, d.schedules) // a session closed or deleted loses its schedules
+	}
 	d.kernel, err = kernel.New(kernel.Config{
 		Agents: d.registry, Tools: d.tools, Store: d.metrics.Store(db),
 		Limits: cfg.limits(), Retention: cfg.retention(), Replication: repl, Quotas: d.quotas,
 		StallAfter: cfg.Sessions.StallAfter,
-		Observers:  []kernel.Observer{d.streams, d.metrics, kernel.LogObserver{Log: d.log.With("system", "kernel")}},
+		Observers:  observers,
 		Logger:     d.log.With("system", "kernel"),
 		MCP:        mcp.Options{Logger: d.log}, // it adds system=mcp
 	})
@@ -262,6 +274,10 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return errors.Join(err, d.close(ctx))
 	}
+	runner.kernel = d.kernel
+	if d.schedules != nil {
+		d.schedules.Start() // after recovery: a firing's run queues behind the runs recovered
+	}
 	d.measureOwnership()
 	d.metrics.GaugeFunc("kerneld_streams_open", "Open SSE streams.", func() float64 { return float64(d.streams.Open()) })
 	d.metrics.GaugeFunc("kerneld_stream_buffer_bytes", "Encoded frames held for open SSE streams.",
@@ -277,6 +293,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		MaxStreams: d.conns.maxStreams, MaxStreamsPerTenant: cfg.HTTP.MaxStreamsPerTenant,
 		CORSOrigins: cfg.HTTP.CORSOrigins, Quotas: d.quotas, Metrics: metrics, OpenAPI: api.OpenAPI, Version: version,
 		Tracing: d.tracing, Webhooks: d.webhooks,
+		Images: newImages(cfg, db), MaxImageBodyBytes: cfg.Images.MaxRequestBytes, Schedules: d.schedules,
 	})
 	return nil
 }
@@ -403,6 +420,9 @@ func (d *daemon) run(ctx context.Context, servers []*http.Server, serveErr chan 
 // and handed off as they are.
 func (d *daemon) close(ctx context.Context) error {
 	var errs []error
+	if d.schedules != nil {
+		errs = append(errs, d.schedules.Close(ctx)) // 2. no more firings; one cut short fires again
+	}
 	if d.kernel != nil {
 		if deadline, ok := ctx.Deadline(); ok { // a startup that failed has no time to drain
 			drainCtx, cancel := context.WithDeadline(ctx, deadline.Add(-handoffGrace(time.Until(deadline))))
@@ -411,7 +431,7 @@ func (d *daemon) close(ctx context.Context) error {
 			}
 			cancel()
 		}
-		errs = append(errs, d.kernel.Close(ctx)) // 2. runs leave; leases are released
+		errs = append(errs, d.kernel.Close(ctx)) // 3. runs leave; leases are released
 	}
 	if d.streams != nil {
 		d.streams.Close()
@@ -424,7 +444,7 @@ func (d *daemon) close(ctx context.Context) error {
 	}
 	d.quotas.Close() // no more run counts to publish
 	if d.db != nil {
-		errs = append(errs, d.db.Close()) // 3. nothing writes any more
+		errs = append(errs, d.db.Close()) // 4. nothing writes any more
 	}
 	return errors.Join(errs...)
 }

@@ -58,8 +58,9 @@ type aguiRun struct {
 // clientMessage is one message of the client's copy of the thread.
 type clientMessage struct {
 	id, role, text string
-	toolCallID     string // of a tool message
-	index          int    // in the request's messages
+	images         []imagePart // of a user message
+	toolCallID     string      // of a tool message
+	index          int         // in the request's messages
 }
 
 // handleAGUIRun handles "POST /agents/{name}/agui": one AG-UI run. The
@@ -100,6 +101,12 @@ func (s *Server) handleAGUIRun(w http.ResponseWriter, r *http.Request) error {
 	input, results, err := newRunInput(in.messages, history, openClientCalls(history, own))
 	if err != nil {
 		return err
+	}
+	field := fmt.Sprintf("messages[%d].content", input.index)
+	if imgs, err := s.readImages(input.images, field); err != nil {
+		return err
+	} else if len(imgs) > 0 {
+		return errImagesNotRun(field) // runs cannot carry them yet
 	}
 	clientTools, err := s.clientTools(r, in.tools, own)
 	if err != nil {
@@ -197,7 +204,7 @@ func newRunInput(msgs []clientMessage, history []session.Message, open map[strin
 	if input.id == "" && len(results) == 0 {
 		return clientMessage{}, nil, errdefs.Invalid("messages", "no new user message: the last one must be a user message kerneld does not have yet")
 	}
-	if input.id != "" && input.text == "" {
+	if input.id != "" && input.text == "" && len(input.images) == 0 {
 		return clientMessage{}, nil, errdefs.Invalid(fmt.Sprintf("messages[%d].content", input.index), "empty")
 	}
 	return input, results, nil
@@ -362,7 +369,13 @@ func readMessage(i int, raw json.RawMessage) (clientMessage, *fieldProblem) {
 	}
 	out := clientMessage{id: *m.ID, role: *m.Role, index: i}
 	switch out.role {
-	case "user", "system", "developer":
+	case "user":
+		c, problem := readContent(at(".content"), m.Content, looseJSON)
+		if problem != nil {
+			return clientMessage{}, problem
+		}
+		out.text, out.images = c.text, c.images
+	case "system", "developer":
 		text, ok := messageText(m.Content)
 		if !ok {
 			return clientMessage{}, &fieldProblem{at(".content"), "must be a string or a list of content parts"}
@@ -382,29 +395,6 @@ func readMessage(i int, raw json.RawMessage) (clientMessage, *fieldProblem) {
 		return clientMessage{}, &fieldProblem{at(".role"), "must be user, assistant, tool, system, developer, reasoning or activity"}
 	}
 	return out, nil
-}
-
-// messageText returns a message's text: its string content, or its text
-// parts joined.
-func messageText(content json.RawMessage) (string, bool) {
-	var s string
-	if err := unmarshalPart(content, &s, looseJSON); err == nil {
-		return s, true
-	}
-	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
-	}
-	if err := unmarshalPart(content, &parts, looseJSON); err != nil {
-		return "", false
-	}
-	var b bytes.Buffer
-	for _, p := range parts {
-		if p.Type == "text" && p.Text != nil {
-			b.WriteString(*p.Text)
-		}
-	}
-	return b.String(), true
 }
 
 // forwardedIfBusy reads forwardedProps.kerneld.if_busy. Other members of

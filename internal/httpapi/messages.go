@@ -18,6 +18,7 @@ type messageResponse struct {
 	RunID      string             `json:"run_id"`
 	Role       session.Role       `json:"role"`
 	Content    string             `json:"content"`
+	Images     []imageRefResponse `json:"images,omitempty"`
 	ToolCalls  []toolCallResponse `json:"tool_calls"`
 	ToolCallID *string            `json:"tool_call_id"`
 	IsError    bool               `json:"is_error"`
@@ -42,6 +43,9 @@ func toMessageResponse(m session.Message) messageResponse {
 	}
 	for i, c := range m.ToolCalls {
 		out.ToolCalls[i] = toolCallResponse{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+	}
+	for _, ref := range m.Images {
+		out.Images = append(out.Images, toImageRefResponse(m.SessionID, ref))
 	}
 	if c := m.Compaction; c != nil {
 		out.Compaction = &compactionBody{

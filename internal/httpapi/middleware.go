@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -108,16 +109,39 @@ func (s *Server) timeout(next http.Handler) http.Handler {
 }
 
 // limitBody caps every request body; reading past the cap fails with
-// *http.MaxBytesError, which writeError answers with 413.
+// *http.MaxBytesError, which writeError answers with 413. A request that
+// may carry images has the larger of the two caps.
 func (s *Server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > s.opts.MaxBodyBytes {
-			s.writeError(w, r, &http.MaxBytesError{Limit: s.opts.MaxBodyBytes})
+		limit := s.opts.MaxBodyBytes
+		if takesImages(r) {
+			limit = max(limit, s.opts.MaxImageBodyBytes)
+		}
+		if r.ContentLength > limit {
+			s.writeError(w, r, &http.MaxBytesError{Limit: limit})
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// takesImages reports whether r is for a route whose body may carry
+// images: "POST /run", "POST /sessions/{id}/run" and "POST
+// /agents/{name}/agui". The body limit applies before routing, so it
+// matches the paths itself.
+func takesImages(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	switch len(parts) {
+	case 1:
+		return parts[0] == "run"
+	case 3:
+		return parts[0] == "sessions" && parts[2] == "run" || parts[0] == "agents" && parts[2] == "agui"
+	}
+	return false
 }
 
 // checkQuery refuses a query string that does not parse, such as

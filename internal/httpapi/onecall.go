@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
@@ -11,10 +12,10 @@ import (
 // oneCallRunRequest is the body of "POST /run": a run of the session the
 // client names, created for agent if it does not exist yet.
 type oneCallRunRequest struct {
-	Agent     string `json:"agent"`
-	Input     string `json:"input"`
-	SessionID string `json:"session_id"`
-	IfBusy    string `json:"if_busy"`
+	Agent     string          `json:"agent"`
+	Input     json.RawMessage `json:"input"` // as createRunRequest's
+	SessionID string          `json:"session_id"`
+	IfBusy    string          `json:"if_busy"`
 }
 
 // Validate checks shape only; whether the agent exists is the kernel's call.
@@ -23,7 +24,7 @@ func (req oneCallRunRequest) Validate() error {
 	if req.Agent == "" {
 		v = v.Add("agent", "required")
 	}
-	if req.Input == "" {
+	if noInput(req.Input) {
 		v = v.Add("input", "required")
 	}
 	if req.SessionID != "" && !session.ValidClientID(req.SessionID) {
@@ -42,11 +43,18 @@ func (s *Server) handleOneCallRun(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
+	input, imgs, err := s.runInput("input", req.Input)
+	if err != nil {
+		return err
+	}
+	if len(imgs) > 0 {
+		return errImagesNotRun("input") // runs cannot carry them yet
+	}
 	key, err := idempotencyKey(r)
 	if err != nil {
 		return err
 	}
-	run := kernel.RunRequest{Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key}
+	run := kernel.RunRequest{Input: input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key}
 	if err := s.kernel.CheckRun(run); err != nil {
 		return err
 	}

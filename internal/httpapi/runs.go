@@ -2,27 +2,58 @@ package httpapi
 
 import (
 	"cmp"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/images"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
 type createRunRequest struct {
-	Input     string         `json:"input"`
-	IfBusy    string         `json:"if_busy"`
-	Overrides *overridesBody `json:"overrides"`
+	// Input is a string, or a list of AG-UI content parts (see
+	// readContent), read by runInput.
+	Input     json.RawMessage `json:"input"`
+	IfBusy    string          `json:"if_busy"`
+	Overrides *overridesBody  `json:"overrides"`
 }
 
 // Validate checks shape only; busy policies and bounds are the kernel's.
 func (req createRunRequest) Validate() error {
-	if req.Input == "" {
+	if noInput(req.Input) {
 		return errdefs.Invalid("input", "required")
 	}
 	return req.Overrides.check(nil).Err()
+}
+
+// noInput reports whether a run's input is missing, null or "".
+func noInput(raw json.RawMessage) bool {
+	switch string(raw) {
+	case "", "null", `""`:
+		return true
+	}
+	return false
+}
+
+// runInput reads the input of a run, a string or a list of content parts,
+// and returns its text and its images, decoded and checked, each refusal
+// naming its part.
+func (s *Server) runInput(field string, raw json.RawMessage) (string, []images.Input, error) {
+	c, problem := readContent(field, raw, strictJSON)
+	if problem != nil {
+		return "", nil, errdefs.Invalid(problem.field, problem.problem)
+	}
+	if c.text == "" && len(c.images) == 0 {
+		return "", nil, errdefs.Invalid(field, "required")
+	}
+	ins, err := s.readImages(c.images, field)
+	if err != nil {
+		return "", nil, err
+	}
+	return c.text, ins, nil
 }
 
 type runErrorResponse struct {
@@ -47,6 +78,7 @@ type runResponse struct {
 	Model          *string           `json:"model"`
 	Overrides      overridesBody     `json:"overrides"`
 	Kind           string            `json:"kind"`
+	Source         *string           `json:"source"`
 	CreatedAt      time.Time         `json:"created_at"`
 	StartedAt      *time.Time        `json:"started_at"`
 	EndedAt        *time.Time        `json:"ended_at"`
@@ -61,7 +93,7 @@ func toRunResponse(r session.Run) runResponse {
 	out := runResponse{
 		ID: r.ID, SessionID: session.PublicID(r.SessionID), State: r.State, Status: session.RunStatusOf(&r), Input: r.Input,
 		IdempotencyKey: nullable(r.IdempotencyKey), IfBusy: nullable(r.IfBusy), SteeredInto: nullable(r.SteeredInto),
-		Model: nullable(r.Model), Overrides: toOverridesBody(r.Overrides), Kind: cmp.Or(r.Kind, "input"),
+		Model: nullable(r.Model), Overrides: toOverridesBody(r.Overrides), Kind: cmp.Or(r.Kind, "input"), Source: nullable(r.Source),
 		CreatedAt: r.CreatedAt.UTC(),
 		StartedAt: nullableTime(r.StartedAt), EndedAt: nullableTime(r.EndedAt),
 		Usage:    usageResponse{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens},
@@ -81,12 +113,19 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	input, imgs, err := s.runInput("input", req.Input)
+	if err != nil {
+		return err
+	}
+	if len(imgs) > 0 {
+		return errImagesNotRun("input") // runs cannot carry them yet
+	}
 	key, err := idempotencyKey(r)
 	if err != nil {
 		return err
 	}
 	return s.startRun(w, r, r.PathValue("id"), kernel.RunRequest{
-		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key, Overrides: req.Overrides.toOverrides(),
+		Input: input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key, Overrides: req.Overrides.toOverrides(),
 	})
 }
 

@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/kerneld/kerneld/internal/images"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/quota"
+	"github.com/kerneld/kerneld/internal/schedule"
 	"github.com/kerneld/kerneld/internal/telemetry"
 	"github.com/kerneld/kerneld/internal/webhook"
 )
@@ -43,8 +45,18 @@ type Options struct {
 	// credentials. Empty allows none (see ValidateCORSOrigins).
 	CORSOrigins []string
 	// Quotas applies the tenants' quotas and rate limits; nil applies none.
-	Quotas  *quota.Limiter
-	Metrics http.Handler // served at /metrics; nil answers 404
+	Quotas *quota.Limiter
+	// Images checks the images of users' messages and serves those kept;
+	// nil checks them under the default limits and keeps none.
+	Images *images.Library
+	// Schedules keeps the sessions' scheduled prompts; nil answers their
+	// routes 503 schedules_unavailable.
+	Schedules *schedule.Service
+	// MaxImageBodyBytes bounds the body of a request that may carry
+	// images (the run routes), in place of MaxBodyBytes when larger;
+	// default 24 MiB, room for six images of the default size in base64.
+	MaxImageBodyBytes int64
+	Metrics           http.Handler // served at /metrics; nil answers 404
 	// Webhooks serves /webhooks/deliveries; nil answers 404.
 	Webhooks *webhook.Dispatcher
 	// Tracing, when enabled, gives every request a server span.
@@ -74,6 +86,12 @@ func New(k *kernel.Kernel, streams *Streams, opts Options) *Server {
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 1 << 20
+	}
+	if opts.Images == nil {
+		opts.Images = images.New(nil, images.Limits{}, nil)
+	}
+	if opts.MaxImageBodyBytes <= 0 {
+		opts.MaxImageBodyBytes = 24 << 20
 	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = 30 * time.Second

@@ -39,9 +39,21 @@ type ToolCall struct {
 type Message struct {
 	Role       Role
 	Content    string
+	Images     []Image    // RoleUser: pictures sent with the text, in order
 	ToolCalls  []ToolCall // RoleAssistant
 	ToolCallID string     // RoleTool: the call this answers
 	IsError    bool       // RoleTool: the tool failed
+}
+
+// Image is a picture in a user message: its bytes with their media type
+// (image/png, image/jpeg, image/gif or image/webp), or a URL the vendor
+// fetches itself. Exactly one of Data and URL is set. Each adapter sends
+// it in its vendor's own form; the caller has checked the bytes are the
+// media type they claim.
+type Image struct {
+	MediaType string
+	Data      []byte
+	URL       string
 }
 
 // Tool describes a tool the model may call.

@@ -47,12 +47,15 @@ type ToolCall struct {
 // history is a projection of the event log, written once per completed
 // message so building a request never replays token deltas.
 type Message struct {
-	ID         string // the AG-UI messageId of the events that carried it
-	SessionID  string
-	Position   int64 // 1, 2, 3… per session, assigned by the store on append
-	RunID      string
-	Role       Role
-	Content    string
+	ID        string // the AG-UI messageId of the events that carried it
+	SessionID string
+	Position  int64 // 1, 2, 3… per session, assigned by the store on append
+	RunID     string
+	Role      Role
+	Content   string
+	// Images are the pictures a user message carries, in order, after
+	// its text; nil for none.
+	Images     []ImageRef `json:",omitempty"`
 	ToolCalls  []ToolCall
 	ToolCallID string // for RoleTool: the call this answers
 	IsError    bool   // for RoleTool: the tool failed

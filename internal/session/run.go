@@ -166,6 +166,12 @@ type RunExt struct {
 	// saved with Usage when a model call asks for tools, so that a
 	// continued run reports what it spent before it was cut.
 	ModelUsage []ModelUsage `json:"model_usage,omitempty"`
+
+	// Images are the pictures the run's input carries, after its text.
+	Images []ImageRef `json:"images,omitempty"`
+	// Source says what posted the run when it was not a client's request:
+	// RunSourceSchedule for a schedule's firing; "" for a client.
+	Source string `json:"source,omitempty"`
 }
 
 // Why a run was continued: the reason of its kerneld.run.resumed event.
@@ -183,6 +189,9 @@ const (
 	// lease TTL, so its process let it go until the store answered again.
 	ResumeStoreOutage = "store_outage"
 )
+
+// RunSourceSchedule is the Source of a run a schedule posted.
+const RunSourceSchedule = "schedule"
 
 // ClientTool is a tool a client offers a run and runs itself.
 type ClientTool struct {
@@ -227,6 +236,7 @@ func (r Run) Clone() Run {
 	r.Context = slices.Clone(r.Context)
 	r.AgentState = slices.Clone(r.AgentState)
 	r.ModelUsage = slices.Clone(r.ModelUsage)
+	r.Images = cloneImageRefs(r.Images)
 	return r
 }
 

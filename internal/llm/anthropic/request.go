@@ -45,7 +45,8 @@ type (
 var effortBudgets = map[string]int{"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
 
 // contentBlock is one block of a message's content: a textBlock,
-// toolUseBlock, toolResultBlock, thinkingBlock or redactedThinkingBlock.
+// imageBlock, toolUseBlock, toolResultBlock, thinkingBlock or
+// redactedThinkingBlock.
 type contentBlock any
 
 type (
@@ -156,7 +157,7 @@ func (c *Client) history(msgs []llm.Message, think bool) []message {
 				b.add("user", toolResult(m))
 			}
 		default:
-			b.add("user", textBlocks(m.Content)...)
+			b.add("user", userBlocks(m)...)
 			b.calls = nil
 		}
 	}

@@ -31,9 +31,10 @@ type (
 	}
 	chatMessage struct {
 		Role string `json:"role"`
-		// Content is nil only for an assistant message that just calls
-		// tools, which OpenAI sends without content.
-		Content    *string        `json:"content,omitempty"`
+		// Content is a *string, or the []contentPart of a user message
+		// with images. It is nil only for an assistant message that just
+		// calls tools, which OpenAI sends without content.
+		Content    any            `json:"content,omitempty"`
 		ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
 		ToolCallID string         `json:"tool_call_id,omitempty"`
 	}
@@ -104,7 +105,7 @@ func messages(req llm.Request) []chatMessage {
 			// kernel's error results already say "error: ...".
 			out = append(out, chatMessage{Role: "tool", Content: &m.Content, ToolCallID: m.ToolCallID})
 		default:
-			out = append(out, chatMessage{Role: "user", Content: &m.Content})
+			out = append(out, userMessage(m))
 		}
 	}
 	return out

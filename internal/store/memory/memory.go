@@ -10,7 +10,10 @@
 // record (and the creation order); each record has its own RWMutex for
 // that session's data. Appending to one session therefore never waits on
 // another session's appends. When both are taken, the store lock comes
-// first; nothing takes it while holding a record lock.
+// first; nothing takes it while holding a record lock. The tables of
+// images and schedules have a lock each, taken after a record's (a put
+// holds its session's read lock so that DeleteSession cannot pass it) and
+// never with the other.
 package memory
 
 import (
@@ -40,6 +43,9 @@ type Store struct {
 	tokens atomic.Int64 // the last fencing token given out, by any session
 
 	outbox outbox // webhook deliveries (outbox.go); its own lock, taken under none of the above
+
+	images    imageTable    // see images.go
+	schedules scheduleTable // see schedules.go
 }
 
 // record is one session with everything that belongs to it.
@@ -124,6 +130,7 @@ func cloneRun(r session.Run) session.Run { return r.Clone() }
 // cloneMessage returns m sharing no memory with the original.
 func cloneMessage(m session.Message) session.Message {
 	m.ToolCalls = slices.Clone(m.ToolCalls)
+	m.Images = slices.Clone(m.Images)
 	if m.Compaction != nil {
 		c := *m.Compaction
 		m.Compaction = &c

@@ -13,7 +13,7 @@ import (
 
 // messageColumns is the column list scanMessage reads, in its order.
 const messageColumns = `session_id, position, id, run_id, role, content, tool_calls,
-	tool_call_id, is_error, created_at, compaction`
+	tool_call_id, is_error, created_at, compaction, images`
 
 // lastPositionSQL returns the position of a session's newest message, 0
 // for none, and no row for a missing session.
@@ -21,7 +21,7 @@ const lastPositionSQL = `SELECT (SELECT coalesce(max(position), 0) FROM messages
 	WHERE session_id = sessions.id) FROM sessions WHERE id = ?`
 
 const insertMessageSQL = `INSERT INTO messages (` + messageColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // AppendMessages adds msgs, all of one session, to the end of its history
 // while its lease is held with token, and writes each one's Position into
@@ -33,13 +33,16 @@ func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session
 	if _, err := session.MessagesOfOneSession(msgs); err != nil {
 		return err
 	}
-	calls := make([]any, 2*len(msgs)) // per message: its tool calls, its compaction
+	calls := make([]any, perMessage*len(msgs)) // per message: its tool calls, its compaction, its images
 	for i := range msgs {
 		var err error
-		if calls[2*i], err = encodeToolCalls(msgs[i].ToolCalls); err != nil {
+		if calls[perMessage*i], err = encodeToolCalls(msgs[i].ToolCalls); err != nil {
 			return fmt.Errorf("append message %s: %w", msgs[i].ID, err)
 		}
-		if calls[2*i+1], err = encodeCompaction(msgs[i].Compaction); err != nil {
+		if calls[perMessage*i+1], err = encodeCompaction(msgs[i].Compaction); err != nil {
+			return fmt.Errorf("append message %s: %w", msgs[i].ID, err)
+		}
+		if calls[perMessage*i+2], err = encodeImageRefs(msgs[i].Images); err != nil {
 			return fmt.Errorf("append message %s: %w", msgs[i].ID, err)
 		}
 	}
@@ -57,9 +60,12 @@ func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session
 	return nil
 }
 
+// perMessage counts the encoded columns AppendMessages passes per message.
+const perMessage = 3
+
 // appendMessages inserts msgs, of one session, with their encoded tool
-// calls and compactions (two per message), after the session's last message, while the session's lease is
-// held with token, and puts the positions it gave them in positions. A
+// calls, compactions and images (perMessage of them each), after the
+// session's last message, while the session's lease is held with token, and puts the positions it gave them in positions. A
 // missing session is reported before the lease.
 func (tx *batchTx) appendMessages(msgs []session.Message, calls []any, positions []int64, token int64) (own, err error) {
 	id := msgs[0].SessionID
@@ -79,7 +85,8 @@ func (tx *batchTx) appendMessages(msgs []session.Message, calls []any, positions
 		last++
 		positions[i] = last
 		_, err := tx.exec(stmtInsertMessage, m.SessionID, positions[i], m.ID, m.RunID, string(m.Role),
-			m.Content, calls[2*i], m.ToolCallID, m.IsError, micros(m.CreatedAt), calls[2*i+1])
+			m.Content, calls[perMessage*i], m.ToolCallID, m.IsError, micros(m.CreatedAt), calls[perMessage*i+1],
+			calls[perMessage*i+2])
 		if err != nil {
 			return nil, fmt.Errorf("append message %s: %w", m.ID, err)
 		}
@@ -150,10 +157,10 @@ func (s *Store) queryMessages(ctx context.Context, short bool, sessionID, query 
 // scanMessage reads one row of messageColumns.
 func scanMessage(row scanner) (session.Message, error) {
 	var m session.Message
-	var calls, compaction []byte
+	var calls, compaction, images []byte
 	var created int64
 	err := row.Scan(&m.SessionID, &m.Position, &m.ID, &m.RunID, (*string)(&m.Role), &m.Content,
-		&calls, &m.ToolCallID, &m.IsError, &created, &compaction)
+		&calls, &m.ToolCallID, &m.IsError, &created, &compaction, &images)
 	if err != nil {
 		return session.Message{}, err
 	}
@@ -161,6 +168,9 @@ func scanMessage(row scanner) (session.Message, error) {
 		return session.Message{}, err
 	}
 	if m.Compaction, err = decodeCompaction(compaction); err != nil {
+		return session.Message{}, err
+	}
+	if m.Images, err = decodeImageRefs(images); err != nil {
 		return session.Message{}, err
 	}
 	m.CreatedAt = fromMicros(created)

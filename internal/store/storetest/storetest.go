@@ -3,7 +3,9 @@
 // Benchmark) from its own tests, so the kernel can rely on one behaviour
 // whichever backend is configured.
 //
-// It only exercises a store through kernel.Store. It must not know any
+// It only exercises a store through kernel.Store, and through
+// images.Store and schedule.Store in RunImages and RunSchedules, which a
+// backend that keeps images and schedules runs too. It must not know any
 // backend's internals, and it must not be imported outside tests.
 //
 // Times: fixtures carry microsecond precision in a non-UTC zone, and a

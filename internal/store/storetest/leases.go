@@ -50,6 +50,12 @@ const (
 	expiryWait = 10 * time.Second
 )
 
+// setupTTL is the ttl of a lease a test must first append under before
+// it waits the lease out: long enough for those appends on a loaded
+// machine (a group commit under the race detector can take longer than
+// shortTTL), short enough that waiting it out stays quick.
+const setupTTL = time.Second
+
 // leaseKey names a session of one store.
 type leaseKey struct {
 	st kernel.Store
@@ -324,7 +330,7 @@ func testLeaseFencedAfterExpiry(t *testing.T, st kernel.Store) {
 func testLeaseFencedAfterTakeOver(t *testing.T, st kernel.Store) {
 	ctx := t.Context()
 	s := mustCreateSession(t, st)
-	old := mustAcquire(t, st, s.ID, "replica-a", shortTTL)
+	old := mustAcquire(t, st, s.ID, "replica-a", setupTTL)
 	require.NoError(t, st.AppendEvents(ctx, old, newEvents(s.ID, 0, 1)))
 	require.NoError(t, st.AppendMessages(ctx, old, newMessage(s.ID, "first")))
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,7 +27,7 @@ func transferCmd(t *testing.T, bin string, env []string, in []byte, args ...stri
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
-	if _, exited := err.(*exec.ExitError); err != nil && !exited {
+	if _, exited := errors.AsType[*exec.ExitError](err); err != nil && !exited {
 		t.Fatal(err)
 	}
 	return out.String(), errOut.String(), err == nil

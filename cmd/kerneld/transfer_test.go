@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kerneld/kerneld/internal/store/postgres/pgtest"
 	"github.com/kerneld/kerneld/internal/store/redis/redistest"
 )
 
@@ -36,7 +37,7 @@ func transferCmd(t *testing.T, bin string, env []string, in []byte, args ...stri
 // TestTransfer_WalkthroughMovesToAnotherStore follows the README: a
 // session made with the quick start's requests on SQLite is exported with
 // the server stopped, imported into a fresh SQLite directory and into
-// Redis, verified, and served from each, whole, seq for seq; its next run
+// Redis and into Postgres, verified, and served from each, whole, seq for seq; its next run
 // continues the log.
 func TestTransfer_WalkthroughMovesToAnotherStore(t *testing.T) {
 	bin := buildBinary(t)
@@ -63,11 +64,10 @@ func TestTransfer_WalkthroughMovesToAnotherStore(t *testing.T) {
 		{"redis", func(t *testing.T) ([]string, []string) {
 			srv := redistest.Use(t)
 			return []string{"-store", "redis", "-redis-url", srv.URL}, []string{"KERNELD_REDIS_PREFIX=" + srv.Prefix}
-		}, func(t *testing.T, flags, env []string) string {
-			c := newCluster(t, flags[3], strings.TrimPrefix(env[0], "KERNELD_REDIS_PREFIX="))
-			c.agentsDir = "../../configs/agents"
-			return c.start("a").base
-		}},
+		}, serveShared},
+		{"postgres", func(t *testing.T) ([]string, []string) {
+			return []string{"-store", "postgres", "-postgres-url", pgtest.Database(t)}, nil
+		}, serveShared},
 	}
 	for _, tc := range targets {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,6 +92,14 @@ func TestTransfer_WalkthroughMovesToAnotherStore(t *testing.T) {
 			assert.Equal(t, int64(len(log)+1), next[0].id, "the next run continues the log")
 		})
 	}
+}
+
+// serveShared starts a replica on the shared store flags and env name and
+// returns its address.
+func serveShared(t *testing.T, flags, env []string) string {
+	c := newCluster(t, sharedStore{args: flags, env: env})
+	c.agentsDir = "../../configs/agents"
+	return c.start("a").base
 }
 
 // walkthroughSession makes the README's session on base: created, run,

@@ -95,6 +95,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	}
 	s.Overrides = nonEmpty(req.Overrides)
 	s.Webhooks = req.Webhooks
+	if req.IdempotencyKey != "" {
+		s.RequestHash = creationHash(req)
+	}
 	if req.ParentID != "" && s.InheritMemory == "" {
 		s.InheritMemory = InheritNone
 	}

@@ -115,6 +115,13 @@ type SessionExt struct {
 	// Webhooks are receivers the client named at creation for this
 	// session's events, beside the operator's and the agent's.
 	Webhooks []Webhook `json:"webhooks,omitempty"`
+	// RequestHash fingerprints the request that created the session under
+	// an Idempotency-Key, so that the key sent again with another body is
+	// refused rather than answered with this session.
+	RequestHash string `json:"request_hash,omitempty"`
+	// Imported marks a session that kerneld import wrote (see
+	// internal/transfer); nil for one created here.
+	Imported *ImportMark `json:"imported,omitempty"`
 }
 
 // Webhook is a receiver of a session's events: its URL and the event
@@ -122,6 +129,14 @@ type SessionExt struct {
 type Webhook struct {
 	URL    string   `json:"url"`
 	Events []string `json:"events"`
+}
+
+// ImportMark says which dump a session was imported from and whether all
+// of it is in: an import that stops part-way leaves Done unset, so that
+// running it again continues the session instead of refusing it.
+type ImportMark struct {
+	Dump string `json:"dump"`
+	Done bool   `json:"done,omitempty"`
 }
 
 // Overrides are model settings a client chose within what the agent
@@ -187,6 +202,10 @@ func (s Session) Clone() Session {
 	if s.Compaction != nil {
 		c := *s.Compaction
 		s.Compaction = &c
+	}
+	if s.Imported != nil {
+		m := *s.Imported
+		s.Imported = &m
 	}
 	return s
 }

@@ -85,7 +85,7 @@ func transferMain(ctx context.Context, name string, args []string, getenv func(s
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	db, err := openStore(ctx, cfg.Store, newLogger(cfg.Log, stderr, false).With("system", "store"))
+	db, err := openStore(ctx, cfg.Store, newLogger(quieter(cfg.Log), stderr, false).With("system", "store"))
 	if err != nil {
 		return err
 	}
@@ -109,6 +109,15 @@ func transferMain(ctx context.Context, name string, args []string, getenv func(s
 	_, err = fmt.Fprintf(stderr, "imported %d sessions (%d skipped: imported before): %s\n",
 		sum.Sessions, sum.Skipped, countsText(sum.Counts))
 	return err
+}
+
+// quieter is c at level warn at least: the store's routine messages
+// (opened, migrated, closed) would bury the command's own output.
+func quieter(c LogConfig) LogConfig {
+	if c.Level == "debug" || c.Level == "info" || c.Level == "" {
+		c.Level = "warn"
+	}
+	return c
 }
 
 // exportTo writes the dump of db to file, or to stdout for "-".

@@ -50,9 +50,10 @@ func parseTransferFlags(name string, args []string, getenv func(string) string, 
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&f.store.config, "config", envOr(getenv, "KERNELD_CONFIG", "configs/kerneld.yaml"), "config file (KERNELD_CONFIG)")
-	fs.StringVar(&f.store.store, "store", getenv("KERNELD_STORE"), "storage backend: sqlite (default), memory or redis (KERNELD_STORE)")
+	fs.StringVar(&f.store.store, "store", getenv("KERNELD_STORE"), "storage backend: sqlite (default), memory, redis or postgres (KERNELD_STORE)")
 	fs.StringVar(&f.store.dataDir, "data-dir", getenv("KERNELD_DATA_DIR"), "data directory of --store sqlite, default ./data (KERNELD_DATA_DIR)")
 	fs.StringVar(&f.store.redisURL, "redis-url", getenv("KERNELD_REDIS_URL"), "the Redis server of --store redis (KERNELD_REDIS_URL)")
+	fs.StringVar(&f.store.postgresURL, "postgres-url", getenv("KERNELD_POSTGRES_URL"), "the database of --store postgres (KERNELD_POSTGRES_URL)")
 	if name == "export" {
 		fs.StringVar(&f.file, "output", "-", "write the dump to this file; - is standard output")
 	} else {

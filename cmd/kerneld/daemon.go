@@ -28,6 +28,7 @@ import (
 	"github.com/kerneld/kerneld/internal/schedule"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/store/memory"
+	"github.com/kerneld/kerneld/internal/store/postgres"
 	"github.com/kerneld/kerneld/internal/store/redis"
 	"github.com/kerneld/kerneld/internal/store/sqlite"
 	"github.com/kerneld/kerneld/internal/telemetry"
@@ -370,6 +371,13 @@ func openStore(ctx context.Context, c StoreConfig, log *slog.Logger) (store, err
 		return memory.New(), nil
 	case "redis":
 		db, err := redis.Open(ctx, redis.Options{URL: c.Redis.URL, Prefix: c.Redis.Prefix, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		return db, nil
+	case "postgres":
+		db, err := postgres.Open(ctx, postgres.Options{URL: c.Postgres.URL, MaxConns: c.Postgres.MaxConns,
+			StatementTimeout: c.Postgres.StatementTimeout, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("open store: %w", err)
 		}

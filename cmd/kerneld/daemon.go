@@ -256,6 +256,8 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		Agents: d.registry, Tools: d.tools, Store: d.metrics.Store(db),
 		Limits: cfg.limits(), Retention: cfg.retention(), Replication: repl, Quotas: d.quotas,
 		StallAfter: cfg.Sessions.StallAfter,
+		Announcer:  d.announcer(db),
+		Guards:     newGuards(d.targets.Policy()),
 		Observers:  observers,
 		Logger:     d.log.With("system", "kernel"),
 		MCP:        mcp.Options{Logger: d.log}, // it adds system=mcp
@@ -297,6 +299,16 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		Images: newImages(cfg, db), MaxImageBodyBytes: cfg.Images.MaxRequestBytes, Schedules: d.schedules,
 	})
 	return nil
+}
+
+// announcer is where the kernel announces what webhooks deliver: the
+// store's outbox; nil when the store keeps none.
+func (d *daemon) announcer(db store) kernel.Announcer {
+	outbox, ok := db.(webhook.Outbox)
+	if !ok || d.webhooks == nil {
+		return nil
+	}
+	return &webhook.Announcer{Targets: d.targets, Outbox: outbox, Dispatcher: d.webhooks}
 }
 
 // quotaRunsTTL is how long a replica's count of running runs stands in

@@ -111,6 +111,17 @@ type SessionExt struct {
 	// Compaction is the session's latest compaction: from then on the
 	// model sees its summary and the messages from its FirstKept on.
 	Compaction *Compaction `json:"compaction,omitempty"`
+	// Imported marks a session that kerneld import wrote (see
+	// internal/transfer); nil for one created here.
+	Imported *ImportMark `json:"imported,omitempty"`
+}
+
+// ImportMark says which dump a session was imported from and whether all
+// of it is in: an import that stops part-way leaves Done unset, so that
+// running it again continues the session instead of refusing it.
+type ImportMark struct {
+	Dump string `json:"dump"`
+	Done bool   `json:"done,omitempty"`
 }
 
 // Overrides are model settings a client chose within what the agent
@@ -175,6 +186,10 @@ func (s Session) Clone() Session {
 	if s.Compaction != nil {
 		c := *s.Compaction
 		s.Compaction = &c
+	}
+	if s.Imported != nil {
+		m := *s.Imported
+		s.Imported = &m
 	}
 	return s
 }

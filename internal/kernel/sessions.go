@@ -89,6 +89,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		TTL: cmp.Or(req.TTL, k.retention.TTL), InheritMemory: req.InheritMemory,
 	}
 	s.Overrides = nonEmpty(req.Overrides)
+	if req.IdempotencyKey != "" {
+		s.RequestHash = creationHash(req)
+	}
 	if req.ParentID != "" && s.InheritMemory == "" {
 		s.InheritMemory = InheritNone
 	}

@@ -111,6 +111,10 @@ type SessionExt struct {
 	// Compaction is the session's latest compaction: from then on the
 	// model sees its summary and the messages from its FirstKept on.
 	Compaction *Compaction `json:"compaction,omitempty"`
+	// RequestHash fingerprints the request that created the session under
+	// an Idempotency-Key, so that the key sent again with another body is
+	// refused rather than answered with this session.
+	RequestHash string `json:"request_hash,omitempty"`
 	// Imported marks a session that kerneld import wrote (see
 	// internal/transfer); nil for one created here.
 	Imported *ImportMark `json:"imported,omitempty"`

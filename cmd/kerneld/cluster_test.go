@@ -73,6 +73,7 @@ type cluster struct {
 	bin       string
 	agentsDir string
 	store     sharedStore
+	env       []string // added to each replica's environment
 }
 
 // sharedStore is a store several replicas share: the flags and the
@@ -122,6 +123,7 @@ func (c *cluster) start(name string) *process {
 	p.cmd = exec.Command(c.bin, append([]string{"-addr", "127.0.0.1:0", "-config", "../../configs/kerneld.yaml",
 		"-agents-dir", c.agentsDir, "-replica", name}, c.store.args...)...)
 	p.cmd.Env = append(append(os.Environ(), c.store.env...), "KERNELD_LEASE_TTL="+clusterLeaseTTL.String())
+	p.cmd.Env = append(p.cmd.Env, c.env...)
 	p.cmd.Stderr = p.logs
 	if err := p.cmd.Start(); err != nil {
 		c.t.Fatal(err)

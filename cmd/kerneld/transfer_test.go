@@ -37,7 +37,7 @@ func transferCmd(t *testing.T, bin string, env []string, in []byte, args ...stri
 // TestTransfer_WalkthroughMovesToAnotherStore follows the README: a
 // session made with the quick start's requests on SQLite is exported with
 // the server stopped, imported into a fresh SQLite directory and into
-// Redis and into Postgres, verified, and served from each, whole, seq for seq; its next run
+// Redis and into PostgreSQL, verified, and served from each, whole, seq for seq; its next run
 // continues the log.
 func TestTransfer_WalkthroughMovesToAnotherStore(t *testing.T) {
 	bin := buildBinary(t)
@@ -46,6 +46,10 @@ func TestTransfer_WalkthroughMovesToAnotherStore(t *testing.T) {
 	id, log, msgs := walkthroughSession(t, p.base)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	<-p.done()
+
+	_, errOut, ok := transferCmd(t, bin, nil, nil, "export", "-config", "../../configs/kerneld.yaml", "-data-dir", src+"x")
+	require.False(t, ok, "export of a directory without a database must fail")
+	assert.Contains(t, errOut, "no database to export")
 
 	dump, errOut, ok := transferCmd(t, bin, nil, nil, "export", "-config", "../../configs/kerneld.yaml", "-data-dir", src)
 	require.True(t, ok, "export: %s", errOut)
@@ -61,21 +65,32 @@ func TestTransfer_WalkthroughMovesToAnotherStore(t *testing.T) {
 		}, func(t *testing.T, flags, _ []string) string {
 			return startProcess(t, bin, flags[1], "../../configs/agents").base
 		}},
+		{"postgres", func(t *testing.T) ([]string, []string) {
+			return []string{"-store", "postgres", "-postgres-url", pgtest.Schema(t)}, nil
+		}, func(t *testing.T, flags, _ []string) string {
+			return startWith(t, bin, append(flags, "-replica", "a")...).base
+		}},
 		{"redis", func(t *testing.T) ([]string, []string) {
 			srv := redistest.Use(t)
 			return []string{"-store", "redis", "-redis-url", srv.URL}, []string{"KERNELD_REDIS_PREFIX=" + srv.Prefix}
-		}, serveShared},
-		{"postgres", func(t *testing.T) ([]string, []string) {
-			return []string{"-store", "postgres", "-postgres-url", pgtest.Database(t)}, nil
-		}, serveShared},
+		}, func(t *testing.T, flags, env []string) string {
+			c := newCluster(t, sharedStore{args: flags, env: env})
+			c.agentsDir = "../../configs/agents"
+			return c.start("a").base
+		}},
 	}
 	for _, tc := range targets {
 		t.Run(tc.name, func(t *testing.T) {
 			flags, env := tc.flags(t)
 			args := append([]string{"import", "-config", "../../configs/kerneld.yaml"}, flags...)
-			_, errOut, ok := transferCmd(t, bin, env, []byte(dump), args...)
+			_, errOut, ok := transferCmd(t, bin, env, []byte(dump[:len(dump)*2/3]), args...)
+			require.False(t, ok, "a dump cut short must fail")
+			assert.Contains(t, errOut, "cut short")
+			assert.NotContains(t, errOut, "level=INFO", "the store's routine logs stay quiet")
+
+			_, errOut, ok = transferCmd(t, bin, env, []byte(dump), args...)
 			require.True(t, ok, "import: %s", errOut)
-			assert.Contains(t, errOut, "imported 1 sessions")
+			assert.Contains(t, errOut, "imported 1 sessions", "the session begun is continued")
 
 			_, errOut, ok = transferCmd(t, bin, env, []byte(dump), args...)
 			require.False(t, ok, "a second import must refuse")
@@ -94,12 +109,24 @@ func TestTransfer_WalkthroughMovesToAnotherStore(t *testing.T) {
 	}
 }
 
-// serveShared starts a replica on the shared store flags and env name and
-// returns its address.
-func serveShared(t *testing.T, flags, env []string) string {
-	c := newCluster(t, sharedStore{args: flags, env: env})
-	c.agentsDir = "../../configs/agents"
-	return c.start("a").base
+// startWith starts kerneld with the README's agents and args, and waits
+// until it is ready.
+func startWith(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{logs: &syncBuffer{}}
+	p.cmd = exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-config", "../../configs/kerneld.yaml",
+		"-agents-dir", "../../configs/agents"}, args...)...)
+	p.cmd.Stderr = p.logs
+	require.NoError(t, p.cmd.Start())
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("kerneld logs:\n%s", p.logs.String())
+		}
+	})
+	p.base = "http://" + waitAddr(t, p.logs.String)
+	waitReady(t, p.base)
+	return p
 }
 
 // walkthroughSession makes the README's session on base: created, run,

@@ -129,6 +129,10 @@ type Config struct {
 	// StallAfter is how long a running run may log nothing before it is
 	// stalled (see session.StatusStalled); default DefaultStallAfter.
 	StallAfter time.Duration
+	// Titles says how sessions are titled after their first run.
+	Titles Titles
+	// Feed, when set, records changes to sessions in their tenant's feed.
+	Feed FeedSink
 }
 
 // Kernel owns the runs of the sessions this replica holds and the
@@ -147,6 +151,8 @@ type Kernel struct {
 	stallAfter time.Duration
 	mcp        *mcp.Manager // the agents' MCP servers, shared by every run
 	quotas     Quotas
+	titles     Titles
+	feed       FeedSink
 
 	ctx    context.Context // parent of every run; cancelled by Close
 	cancel context.CancelFunc
@@ -182,6 +188,8 @@ func New(cfg Config) (*Kernel, error) {
 		lockSeed:   maphash.MakeSeed(),
 		changes:    newChanges(),
 		quotas:     cfg.Quotas,
+		titles:     cfg.Titles,
+		feed:       cfg.Feed,
 	}
 	if k.quotas == nil {
 		k.quotas = noQuotas{}

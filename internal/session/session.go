@@ -122,6 +122,17 @@ type SessionExt struct {
 	// ReadCursors hold, per reader, the seq up to which the reader has
 	// read the session's log (see Unread).
 	ReadCursors map[string]int64 `json:"read_cursors,omitempty"`
+	// Imported marks a session that kerneld import wrote (see
+	// internal/transfer); nil for one created here.
+	Imported *ImportMark `json:"imported,omitempty"`
+}
+
+// ImportMark says which dump a session was imported from and whether all
+// of it is in: an import that stops part-way leaves Done unset, so that
+// running it again continues the session instead of refusing it.
+type ImportMark struct {
+	Dump string `json:"dump"`
+	Done bool   `json:"done,omitempty"`
 }
 
 // Overrides are model settings a client chose within what the agent
@@ -187,6 +198,10 @@ func (s Session) Clone() Session {
 	if s.Compaction != nil {
 		c := *s.Compaction
 		s.Compaction = &c
+	}
+	if s.Imported != nil {
+		m := *s.Imported
+		s.Imported = &m
 	}
 	return s
 }

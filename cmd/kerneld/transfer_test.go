@@ -73,9 +73,14 @@ func TestTransfer_WalkthroughMovesToAnotherStore(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			flags, env := tc.flags(t)
 			args := append([]string{"import", "-config", "../../configs/kerneld.yaml"}, flags...)
-			_, errOut, ok := transferCmd(t, bin, env, []byte(dump), args...)
+			_, errOut, ok := transferCmd(t, bin, env, []byte(dump[:len(dump)*2/3]), args...)
+			require.False(t, ok, "a dump cut short must fail")
+			assert.Contains(t, errOut, "cut short")
+			assert.NotContains(t, errOut, "level=INFO", "the store's routine logs stay quiet")
+
+			_, errOut, ok = transferCmd(t, bin, env, []byte(dump), args...)
 			require.True(t, ok, "import: %s", errOut)
-			assert.Contains(t, errOut, "imported 1 sessions")
+			assert.Contains(t, errOut, "imported 1 sessions", "the session begun is continued")
 
 			_, errOut, ok = transferCmd(t, bin, env, []byte(dump), args...)
 			require.False(t, ok, "a second import must refuse")

@@ -133,6 +133,10 @@ type Config struct {
 	Titles Titles
 	// Feed, when set, records changes to sessions in their tenant's feed.
 	Feed FeedSink
+	// Announcer, when set, is told of what webhooks announce.
+	Announcer Announcer
+	// Guards, when set, asks the agents' guards about tool calls and runs.
+	Guards Guards
 }
 
 // Kernel owns the runs of the sessions this replica holds and the
@@ -153,6 +157,8 @@ type Kernel struct {
 	quotas     Quotas
 	titles     Titles
 	feed       FeedSink
+	announcer  Announcer // nil: nothing is announced
+	guards     Guards    // nil: agents' guards are not asked
 
 	ctx    context.Context // parent of every run; cancelled by Close
 	cancel context.CancelFunc
@@ -190,6 +196,8 @@ func New(cfg Config) (*Kernel, error) {
 		quotas:     cfg.Quotas,
 		titles:     cfg.Titles,
 		feed:       cfg.Feed,
+		announcer:  cfg.Announcer,
+		guards:     cfg.Guards,
 	}
 	if k.quotas == nil {
 		k.quotas = noQuotas{}
@@ -294,6 +302,7 @@ func (k *Kernel) emit(ctx context.Context, token int64, sessionID, runID string,
 // the observers: nobody sees an event the log could still lose. It is the
 // only caller of AppendEvents; token is the lease of evs' session.
 func (k *Kernel) append(ctx context.Context, token int64, evs []session.Event) error {
+	announced := k.announceEvents(ctx, evs)
 	if err := k.store.AppendEvents(ctx, token, evs); err != nil {
 		if errors.Is(err, session.ErrFenced) {
 			k.owner.fenced.Add(1)
@@ -301,6 +310,9 @@ func (k *Kernel) append(ctx context.Context, token int64, evs []session.Event) e
 		return fmt.Errorf("append events: %w", err)
 	}
 	k.observe(evs)
+	if announced {
+		k.announcer.Notify()
+	}
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"maps"
 	"strings"
+	"slices"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
@@ -122,9 +123,23 @@ type SessionExt struct {
 	// ReadCursors hold, per reader, the seq up to which the reader has
 	// read the session's log (see Unread).
 	ReadCursors map[string]int64 `json:"read_cursors,omitempty"`
+	// Webhooks are receivers the client named at creation for this
+	// session's events, beside the operator's and the agent's.
+	Webhooks []Webhook `json:"webhooks,omitempty"`
+	// RequestHash fingerprints the request that created the session under
+	// an Idempotency-Key, so that the key sent again with another body is
+	// refused rather than answered with this session.
+	RequestHash string `json:"request_hash,omitempty"`
 	// Imported marks a session that kerneld import wrote (see
 	// internal/transfer); nil for one created here.
 	Imported *ImportMark `json:"imported,omitempty"`
+}
+
+// Webhook is a receiver of a session's events: its URL and the event
+// types it wants (see internal/webhook).
+type Webhook struct {
+	URL    string   `json:"url"`
+	Events []string `json:"events"`
 }
 
 // ImportMark says which dump a session was imported from and whether all
@@ -195,6 +210,7 @@ func (s Session) Clone() Session {
 	s.AgentState = bytes.Clone(s.AgentState)
 	s.Overrides = s.Overrides.Clone()
 	s.ReadCursors = maps.Clone(s.ReadCursors)
+	s.Webhooks = slices.Clone(s.Webhooks) // their Events are never changed in place
 	if s.Compaction != nil {
 		c := *s.Compaction
 		s.Compaction = &c

@@ -29,21 +29,21 @@ var targets = []struct {
 
 func TestImport_MovesEverySessionSeqForSeq(t *testing.T) {
 	src := openSQLite(t)
-	f := seed(t, src, 4, 2100) // events take three pages
+	f := seed(t, src, 3, 1100) // events take two pages
 	dump := export(t, src)
 	for _, tc := range targets {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := tc.open(t)
 			sum, err := transfer.Import(t.Context(), dst, bytes.NewReader(dump), transfer.ImportOptions{})
 			require.NoError(t, err)
-			assert.Equal(t, 4, sum.Sessions)
-			assert.Equal(t, transfer.Counts{Runs: 12, Messages: 16, Memory: 8, Images: 4, Schedules: 4,
-				Events: 4*2100 + 0 + 1 + 2 + 3}, sum.Counts)
+			assert.Equal(t, 3, sum.Sessions)
+			assert.Equal(t, transfer.Counts{Runs: 9, Messages: 12, Memory: 6, Images: 3, Schedules: 3,
+				Events: 3*1100 + 0 + 1 + 2}, sum.Counts)
 			requireSameSessions(t, src, dst, f.ids)
 			rep, err := transfer.Verify(t.Context(), dst, bytes.NewReader(dump))
 			require.NoError(t, err)
 			assert.Empty(t, rep.Mismatches)
-			assert.Equal(t, 4, rep.Sessions)
+			assert.Equal(t, 3, rep.Sessions)
 		})
 	}
 }
@@ -77,7 +77,7 @@ func TestImport_TwiceRefuses(t *testing.T) {
 
 func TestImport_CutShortResumes(t *testing.T) {
 	src := openSQLite(t)
-	f := seed(t, src, 3, 1500)
+	f := seed(t, src, 3, 1100)
 	dump := export(t, src)
 	lines := bytes.SplitAfter(dump, []byte("\n"))
 	// Cut in the middle of the second session's events, and mid-line.
@@ -138,9 +138,12 @@ func (f *failingTarget) AppendMessages(ctx context.Context, token int64, msgs ..
 
 func TestImport_StoreFailureResumes(t *testing.T) {
 	src := openSQLite(t)
-	f := seed(t, src, 3, 2500)
+	f := seed(t, src, 3, 1100)
 	dump := export(t, src)
-	for _, n := range []int{1, 3, 6} { // the first append, an event page mid-log, the second session's
+	// Appends are: the first session's messages, its two pages of events,
+	// then the second session's. Fail the first, the second page of
+	// events (the first is in) and the second session's messages.
+	for _, n := range []int{1, 3, 4} {
 		dst := openSQLite(t)
 		_, err := transfer.Import(t.Context(), &failingTarget{store: dst, n: n}, bytes.NewReader(dump), transfer.ImportOptions{})
 		require.ErrorIs(t, err, errInjected, "fail append %d", n)

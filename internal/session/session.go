@@ -10,8 +10,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
-	"strings"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/errdefs"

@@ -235,7 +235,9 @@ func sessionFilters(q session.Query, prefix string, md map[string]string, a *arg
 	}
 	if q.Search != "" {
 		// ASCII letters only are folded, as session.Query.Matches does.
-		fold := func(x string) string { return "translate(" + x + ", 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')" }
+		fold := func(x string) string {
+			return "translate(" + x + ", 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
+		}
 		needle := fold(a.add(q.Search))
 		add("(strpos(" + fold("$.name") + ", " + needle + ") > 0 OR strpos(" +
 			fold("COALESCE($.ext::jsonb ->> 'title', '')") + ", " + needle + ") > 0)")

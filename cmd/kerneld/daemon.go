@@ -256,6 +256,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		Agents: d.registry, Tools: d.tools, Store: d.metrics.Store(db),
 		Limits: cfg.limits(), Retention: cfg.retention(), Replication: repl, Quotas: d.quotas,
 		StallAfter: cfg.Sessions.StallAfter,
+		Titles:     kernel.Titles(cfg.Sessions.Titles),
 		Announcer:  d.announcer(db),
 		Guards:     newGuards(d.targets.Policy()),
 		Tracing:    d.tracing,

@@ -189,7 +189,7 @@ func startEvents(r session.Run, inputID string) []session.Event {
 // launch makes ar, whose start (or continuation) is in the log up to
 // ar.logged, h's active run and runs it on a goroutine of its own.
 func (k *Kernel) launch(h *held, ar *activeRun, spec agents.Spec) {
-	ar.events = newEventWriter(k, ar, h, ar.logged)
+	ar.events = newEventWriter(k, ar, h, ar.logged, writerPolicy{prompt: true, mergeDeltas: spec.Stream.MergeDeltas})
 	h.mu.Lock()
 	h.active = ar
 	h.mu.Unlock()

@@ -47,6 +47,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return printVersion(stdout)
 		case "healthcheck":
 			return healthcheck(ctx, args[1:], getenv, stderr)
+		case "export", "import":
+			return transferMain(ctx, args[0], args[1:], getenv, os.Stdin, stdout, stderr)
 		}
 	}
 	if cmd, ok := clientCommand(args); ok {

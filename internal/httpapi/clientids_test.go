@@ -100,6 +100,25 @@ func TestSessionCreateIdempotencyKey(t *testing.T) {
 	ts.must(t, http.StatusOK, "POST", "/sessions", `{"agent":"echo","id":"keyed"}`, key...)
 }
 
+// TestSessionCreateIdempotencyKeyOtherBody: the same Idempotency-Key with
+// another body is refused 422, as on runs, instead of answering with the
+// first session; the same body, however spaced, is still a retry.
+func TestSessionCreateIdempotencyKeyOtherBody(t *testing.T) {
+	ts := newServer(t, serverOptions{})
+	key := []string{"Idempotency-Key", "create-body"}
+	first := ts.must(t, http.StatusCreated, "POST", "/sessions", `{"agent":"echo","name":"a","metadata":{"k":"v"}}`, key...)
+	again := ts.must(t, http.StatusOK, "POST", "/sessions", `{ "metadata": {"k": "v"}, "agent": "echo", "name": "a" }`, key...)
+	assert.Equal(t, first["id"], again["id"])
+	for _, body := range []string{`{"agent":"echo","name":"b","metadata":{"k":"v"}}`, `{"agent":"echo","name":"a"}`,
+		`{"agent":"echo","name":"a","metadata":{"k":"v"},"memory":{"m":1}}`} {
+		res := ts.do(t, "POST", "/sessions", body, key...)
+		require.Equal(t, http.StatusUnprocessableEntity, res.status, body)
+		problem := res.json(t)
+		assert.Equal(t, "idempotency_key_reused", problem["code"], body)
+		assert.Equal(t, first["id"], problem["session_id"], body)
+	}
+}
+
 func TestSessionClientIDConcurrentCreates(t *testing.T) {
 	ts := newServer(t, serverOptions{})
 	var wg sync.WaitGroup

@@ -28,6 +28,7 @@ var pageParams = []string{"limit", "cursor"}
 // with api/openapi.yaml; TestListParamsMatchOpenAPI checks that it is.
 var listParams = map[string][]string{
 	"GET /agents":                                nil,
+	"GET /approvals":                             append([]string{"state", "agent"}, pageParams...),
 	"GET /sessions":                              append([]string{"agent", "state", "parent_id", "forked_from", "created_after", "created_before", metadataPrefix}, pageParams...),
 	"GET /sessions/{id}/children":                pageParams,
 	"GET /sessions/{id}/runs":                    append([]string{"state"}, pageParams...),

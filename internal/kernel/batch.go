@@ -33,12 +33,21 @@ func (r *runner) newBatch(ctx context.Context, calls int) *toolBatch {
 // run is cancelled meanwhile, calls that had not answered are left
 // pending for finish to close.
 func (r *runner) callTools(ctx context.Context, calls []session.ToolCall) error {
+	guarded, err := r.guardCalls(ctx, calls)
+	if err != nil {
+		return err
+	}
 	b := r.newBatch(ctx, len(calls))
 	var gated []session.ToolCall
-	for _, c := range calls {
-		if ref, ok := r.spec.Tool(c.Name); ok && ref.RequireApproval {
+	for _, g := range guarded {
+		c := g.call
+		ref, _ := r.spec.Tool(c.Name)
+		switch {
+		case g.denied != "":
+			b.startWith(func(context.Context) toolResult { return toolResult{call: c, content: g.denied, isError: true} })
+		case g.ask || ref.RequireApproval:
 			gated = append(gated, c)
-		} else {
+		default:
 			b.start(c)
 		}
 	}

@@ -2,6 +2,9 @@ package kernel
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
@@ -46,7 +49,7 @@ func (k *Kernel) EnsureSession(ctx context.Context, req CreateSession) (s sessio
 		name = key
 	}
 	if s, err := k.GetSession(ctx, name); err == nil {
-		return s, false, sameAgent(s, req.Agent)
+		return s, false, sameCreation(s, req)
 	} else if errdefs.CodeOf(err) != "session_not_found" {
 		return session.Session{}, false, err
 	}
@@ -55,10 +58,40 @@ func (k *Kernel) EnsureSession(ctx context.Context, req CreateSession) (s sessio
 	if errdefs.CodeOf(err) == "session_exists" {
 		// Another request created it since the look above.
 		if s, err := k.GetSession(ctx, name); err == nil {
-			return s, false, sameAgent(s, req.Agent)
+			return s, false, sameCreation(s, req)
 		}
 	}
 	return s, err == nil, err
+}
+
+// sameCreation checks that s, found by the name a creation gave, is what
+// the creation asks for: the same agent, and, when it came with an
+// Idempotency-Key, the same request as the one that created s. The key
+// sent again with another body is a mistake the client must hear about:
+// the IETF Idempotency-Key draft answers it 422, as runs do.
+func sameCreation(s session.Session, req CreateSession) error {
+	if err := sameAgent(s, req.Agent); err != nil {
+		return err
+	}
+	if req.IdempotencyKey == "" || s.RequestHash == "" || s.RequestHash == creationHash(req) {
+		return nil
+	}
+	return errdefs.New(errdefs.ErrUnprocessable, "idempotency_key_reused",
+		"Idempotency-Key %q was used for session %s with another request body", req.IdempotencyKey,
+		session.PublicID(s.ID)).With("session_id", session.PublicID(s.ID))
+}
+
+// creationHash fingerprints what a creation asks for: every field a client
+// sets, the key itself aside.
+func creationHash(req CreateSession) string {
+	req.IdempotencyKey, req.key = "", ""
+	b, err := json.Marshal(req)
+	if err != nil {
+		// Only memory values can fail, and CreateSession has checked them.
+		b = []byte(err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // requestedKey returns the store key a creation names: its client's id,

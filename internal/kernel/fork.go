@@ -376,11 +376,16 @@ func (k *Kernel) startQueuedLater(id string) {
 
 // lastCompaction returns the latest compaction entry among msgs, which the
 // fork's model must go on seeing in place of what it summarised, or nil:
-// the source's own latest compaction may lie past the fork's history.
+// the source's own latest compaction may lie past the fork's history. The
+// entry's summary is its message's content and its position the message's
+// (recordCompaction fills them only in the session's copy), so both are
+// taken from the message: without them the fork's model would see the
+// kept tail alone.
 func lastCompaction(msgs []session.Message) *session.Compaction {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if c := msgs[i].Compaction; msgs[i].Role == session.RoleCompaction && c != nil {
 			out := *c
+			out.Position, out.Summary = msgs[i].Position, msgs[i].Content
 			return &out
 		}
 	}

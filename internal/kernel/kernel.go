@@ -129,6 +129,10 @@ type Config struct {
 	// StallAfter is how long a running run may log nothing before it is
 	// stalled (see session.StatusStalled); default DefaultStallAfter.
 	StallAfter time.Duration
+	// Announcer, when set, is told of what webhooks announce.
+	Announcer Announcer
+	// Guards, when set, asks the agents' guards about tool calls and runs.
+	Guards Guards
 }
 
 // Kernel owns the runs of the sessions this replica holds and the
@@ -147,6 +151,8 @@ type Kernel struct {
 	stallAfter time.Duration
 	mcp        *mcp.Manager // the agents' MCP servers, shared by every run
 	quotas     Quotas
+	announcer  Announcer // nil: nothing is announced
+	guards     Guards    // nil: agents' guards are not asked
 
 	ctx    context.Context // parent of every run; cancelled by Close
 	cancel context.CancelFunc
@@ -182,6 +188,8 @@ func New(cfg Config) (*Kernel, error) {
 		lockSeed:   maphash.MakeSeed(),
 		changes:    newChanges(),
 		quotas:     cfg.Quotas,
+		announcer:  cfg.Announcer,
+		guards:     cfg.Guards,
 	}
 	if k.quotas == nil {
 		k.quotas = noQuotas{}
@@ -286,6 +294,7 @@ func (k *Kernel) emit(ctx context.Context, token int64, sessionID, runID string,
 // the observers: nobody sees an event the log could still lose. It is the
 // only caller of AppendEvents; token is the lease of evs' session.
 func (k *Kernel) append(ctx context.Context, token int64, evs []session.Event) error {
+	announced := k.announceEvents(ctx, evs)
 	if err := k.store.AppendEvents(ctx, token, evs); err != nil {
 		if errors.Is(err, session.ErrFenced) {
 			k.owner.fenced.Add(1)
@@ -293,6 +302,9 @@ func (k *Kernel) append(ctx context.Context, token int64, evs []session.Event) e
 		return fmt.Errorf("append events: %w", err)
 	}
 	k.observe(evs)
+	if announced {
+		k.announcer.Notify()
+	}
 	return nil
 }
 

@@ -133,6 +133,9 @@ func (r *runner) loop(ctx context.Context) error {
 		if err := r.recordStart(); err != nil {
 			return err
 		}
+		if err := r.guardRun(ctx); err != nil {
+			return err
+		}
 	}
 	if r.run.Kind == session.RunKindCompaction {
 		return r.compactOnDemand(ctx)

@@ -27,6 +27,8 @@ type CreateSession struct {
 	// Overrides are model settings for the session's runs, within what the
 	// agent allows.
 	Overrides *session.Overrides
+	// Webhooks receive the session's events (see internal/webhook).
+	Webhooks []session.Webhook
 	// ID is an id the client chose, unique within its tenant, and
 	// IdempotencyKey the key of a creation the client may retry; see
 	// EnsureSession, which alone uses them.
@@ -82,6 +84,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	if err := checkInherit(req); err != nil {
 		return session.Session{}, err
 	}
+	if err := k.sessionWebhooks(TenantFrom(ctx), req.Webhooks); err != nil {
+		return session.Session{}, err
+	}
 	now := k.now().UTC()
 	s := session.Session{
 		ID: cmp.Or(req.key, session.NewID()), Tenant: TenantFrom(ctx), Agent: req.Agent, Name: req.Name,
@@ -89,6 +94,10 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		TTL: cmp.Or(req.TTL, k.retention.TTL), InheritMemory: req.InheritMemory,
 	}
 	s.Overrides = nonEmpty(req.Overrides)
+	s.Webhooks = req.Webhooks
+	if req.IdempotencyKey != "" {
+		s.RequestHash = creationHash(req)
+	}
 	if req.ParentID != "" && s.InheritMemory == "" {
 		s.InheritMemory = InheritNone
 	}

@@ -86,6 +86,8 @@ const (
 	// often than its agent's max_resumes allows: whatever it does takes
 	// its process down, and continuing it again would take the next one.
 	ErrorCodeResumeLimit = "resume_limit"
+	// ErrorCodeGuardDenied ends a run its agent's guard refused to start.
+	ErrorCodeGuardDenied = "guard_denied"
 )
 
 // Run is one agent turn: from the user's input to the agent's answer,

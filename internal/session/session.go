@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
@@ -111,6 +112,31 @@ type SessionExt struct {
 	// Compaction is the session's latest compaction: from then on the
 	// model sees its summary and the messages from its FirstKept on.
 	Compaction *Compaction `json:"compaction,omitempty"`
+	// Webhooks are receivers the client named at creation for this
+	// session's events, beside the operator's and the agent's.
+	Webhooks []Webhook `json:"webhooks,omitempty"`
+	// RequestHash fingerprints the request that created the session under
+	// an Idempotency-Key, so that the key sent again with another body is
+	// refused rather than answered with this session.
+	RequestHash string `json:"request_hash,omitempty"`
+	// Imported marks a session that kerneld import wrote (see
+	// internal/transfer); nil for one created here.
+	Imported *ImportMark `json:"imported,omitempty"`
+}
+
+// Webhook is a receiver of a session's events: its URL and the event
+// types it wants (see internal/webhook).
+type Webhook struct {
+	URL    string   `json:"url"`
+	Events []string `json:"events"`
+}
+
+// ImportMark says which dump a session was imported from and whether all
+// of it is in: an import that stops part-way leaves Done unset, so that
+// running it again continues the session instead of refusing it.
+type ImportMark struct {
+	Dump string `json:"dump"`
+	Done bool   `json:"done,omitempty"`
 }
 
 // Overrides are model settings a client chose within what the agent
@@ -172,9 +198,14 @@ func (s Session) Clone() Session {
 	s.Metadata = maps.Clone(s.Metadata)
 	s.AgentState = bytes.Clone(s.AgentState)
 	s.Overrides = s.Overrides.Clone()
+	s.Webhooks = slices.Clone(s.Webhooks) // their Events are never changed in place
 	if s.Compaction != nil {
 		c := *s.Compaction
 		s.Compaction = &c
+	}
+	if s.Imported != nil {
+		m := *s.Imported
+		s.Imported = &m
 	}
 	return s
 }

@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) kernel.Store) {
 		{"leases", leaseTests},
 		{"versions", versionTests},
 		{"constraints", constraintTests},
+		{"transfer", transferTests},
 	}
 	t.Run("ping", func(t *testing.T) {
 		require.NoError(t, open(t).Ping(t.Context()))

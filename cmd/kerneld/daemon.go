@@ -245,7 +245,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		repl = d.repl.config(cfg.Store.Redis)
 	}
 	observers := []kernel.Observer{d.streams, d.metrics, kernel.LogObserver{Log: d.log.With("system", "kernel")}}
-	runner := &kernelRunner{quotas: d.quotas}
+	runner := &kernelRunner{}
 	if d.schedules, err = newSchedules(cfg, db, runner, d.log.With("system", "schedules")); err != nil {
 		return errors.Join(err, d.close(ctx))
 	}

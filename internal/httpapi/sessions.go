@@ -182,9 +182,6 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	if req.Inherit != nil {
 		create.InheritMemory = req.Inherit.Memory
 	}
-	if err := s.allowSession(r.Context()); err != nil {
-		return err
-	}
 	sess, created, err := s.kernel.EnsureSession(r.Context(), create)
 	if err != nil {
 		return err

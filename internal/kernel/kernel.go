@@ -44,9 +44,12 @@
 // In the order they are taken; a lock may be taken while holding those
 // above it, never those below:
 //
+//  0. A tenant's session admission (Quotas.AdmitSession, see admit.go)
+//     serialises the tenant's session creations, across replicas, from
+//     the count of its sessions to the insert of the new one.
 //  1. Kernel.sessionLocks (striped by session id) serialise changes to one
 //     session's record, and taking its lease, within this process. They
-//     are the only locks held across store calls.
+//     and the admission are the only locks held across store calls.
 //  2. owner.mu guards the map of held sessions.
 //  3. held.mu guards one held session's driver state: its active run and
 //     what the driver has seen of its queue.

@@ -72,6 +72,19 @@ func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (ses
 	if err := checkOverrides(spec, req.Overrides); err != nil {
 		return session.Run{}, false, err
 	}
+	admitted, err := k.quotas.AdmitRun(ctx, s.Tenant) // see admit.go
+	if err != nil {
+		return session.Run{}, false, err
+	}
+	run, replayed, err := k.acceptAdmitted(ctx, s, spec, req)
+	admitted(err == nil && !replayed)
+	return run, replayed, err
+}
+
+// acceptAdmitted accepts req, admitted, for session s: it starts it,
+// queues it or applies its busy policy, waiting out a run that is ending
+// or an owner about to let the session go.
+func (k *Kernel) acceptAdmitted(ctx context.Context, s session.Session, spec agents.Spec, req RunRequest) (session.Run, bool, error) {
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
 		run, replayed, err := k.accept(ctx, s, spec, req)
 		if err == nil && !replayed && run.State == session.RunQueued && run.IfBusy == "" {

@@ -103,7 +103,13 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	}
 	s.ExpiresAt = expiry(now, s.TTL)
 	s.RootID = s.ID
-	if err := k.insertSession(ctx, &s, req.ParentID); err != nil {
+	admitted, err := k.admitSession(ctx)
+	if err != nil {
+		return session.Session{}, err
+	}
+	err = k.insertSession(ctx, &s, req.ParentID)
+	admitted()
+	if err != nil {
 		return session.Session{}, err
 	}
 	if s.InheritMemory == InheritCopy {

@@ -47,6 +47,10 @@ func TestTransfer_WalkthroughMovesToAnotherStore(t *testing.T) {
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	<-p.done()
 
+	_, errOut, ok := transferCmd(t, bin, nil, nil, "export", "-config", "../../configs/kerneld.yaml", "-data-dir", src+"x")
+	require.False(t, ok, "export of a directory without a database must fail")
+	assert.Contains(t, errOut, "no database to export")
+
 	dump, errOut, ok := transferCmd(t, bin, nil, nil, "export", "-config", "../../configs/kerneld.yaml", "-data-dir", src)
 	require.True(t, ok, "export: %s", errOut)
 	require.Contains(t, errOut, "exported 1 sessions")

@@ -42,7 +42,11 @@ func (r *runner) callTools(ctx context.Context, calls []session.ToolCall) error 
 			b.start(c)
 		}
 	}
-	if err := b.requestApprovals(gated); err != nil {
+	gated, err := b.approveWithoutAsking(gated)
+	if err == nil {
+		err = b.requestApprovals(gated)
+	}
+	if err != nil {
 		b.wg.Wait()
 		return err
 	}
@@ -172,6 +176,11 @@ func (b *toolBatch) decide(d decision, keep func(error)) int {
 		verdict = DecisionApprove
 	}
 	keep(b.r.emit(resolvedEvent(c.ID, verdict, d.reason)))
+	if d.approve && d.always {
+		g := grantOf(c, d.sameArguments)
+		b.r.grants = append(b.r.grants, g)
+		b.applyGrant(g, keep)
+	}
 	if len(b.gated) == 0 {
 		keep(b.r.setWaiting(false))
 	}

@@ -27,6 +27,9 @@ type CreateSession struct {
 	// Overrides are model settings for the session's runs, within what the
 	// agent allows.
 	Overrides *session.Overrides
+	// PermissionMode is how the session's calls that need approval get
+	// it, within the agent's permission_modes; "" asks.
+	PermissionMode string
 	// ID is an id the client chose, unique within its tenant, and
 	// IdempotencyKey the key of a creation the client may retry; see
 	// EnsureSession, which alone uses them.
@@ -43,6 +46,8 @@ type SessionUpdate struct {
 	// Overrides, when not nil, replace the session's overrides; empty ones
 	// clear them.
 	Overrides *session.Overrides
+	// PermissionMode, when not nil, replaces the session's mode.
+	PermissionMode *string
 }
 
 // ListSessions is a request to list sessions. Empty filters match all.
@@ -69,6 +74,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	if err := checkOverrides(spec, req.Overrides); err != nil {
 		return session.Session{}, err
 	}
+	if err := checkPermissionMode(spec, req.PermissionMode); err != nil {
+		return session.Session{}, err
+	}
 	if err := k.validateSessionFields(req.Name, req.Metadata); err != nil {
 		return session.Session{}, err
 	}
@@ -89,6 +97,7 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		TTL: cmp.Or(req.TTL, k.retention.TTL), InheritMemory: req.InheritMemory,
 	}
 	s.Overrides = nonEmpty(req.Overrides)
+	s.PermissionMode = req.PermissionMode
 	if req.IdempotencyKey != "" {
 		s.RequestHash = creationHash(req)
 	}
@@ -275,6 +284,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 	if err := k.checkSessionOverrides(s, u.Overrides); err != nil {
 		return session.Session{}, err
 	}
+	if err := k.checkSessionPermissionMode(s, u.PermissionMode); err != nil {
+		return session.Session{}, err
+	}
 	id = s.ID // the key it is stored under
 	var out session.Session
 	err = k.updateSession(ctx, id, func(s *session.Session) error {
@@ -286,6 +298,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 		}
 		if u.Overrides != nil {
 			s.Overrides = nonEmpty(u.Overrides)
+		}
+		if u.PermissionMode != nil {
+			s.PermissionMode = *u.PermissionMode
 		}
 		s.Metadata = mergeMetadata(s.Metadata, u.Metadata)
 		if err := k.validateSessionFields(s.Name, s.Metadata); err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/kerneld/kerneld/internal/images"
 	"github.com/kerneld/kerneld/internal/kernel"
-	"github.com/kerneld/kerneld/internal/quota"
 	"github.com/kerneld/kerneld/internal/schedule"
 	"github.com/kerneld/kerneld/internal/session"
 )
@@ -92,23 +91,18 @@ func newSchedules(cfg Config, db store, runner *kernelRunner, log *slog.Logger) 
 }
 
 // kernelRunner posts a schedule's firing to the kernel as the tenant's
-// run, admitted by the tenant's quotas as a client's run would be.
+// run, which the kernel admits under the tenant's quotas as it admits a
+// client's.
 type kernelRunner struct {
 	kernel *kernel.Kernel // set once the kernel is built, before the schedules start
-	quotas *quota.Limiter
 }
 
 // Run implements schedule.Runner.
 func (r *kernelRunner) Run(ctx context.Context, req schedule.RunRequest) (schedule.RunResult, error) {
 	ctx = kernel.WithTenant(ctx, req.Tenant)
-	admitted, err := r.quotas.StartRun(ctx, req.Tenant)
-	if err != nil {
-		return schedule.RunResult{}, err
-	}
-	run, replayed, err := r.kernel.Run(ctx, req.SessionID, kernel.RunRequest{
+	run, _, err := r.kernel.Run(ctx, req.SessionID, kernel.RunRequest{
 		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: req.IdempotencyKey,
 	})
-	admitted(err == nil && !replayed)
 	if err != nil {
 		return schedule.RunResult{}, err
 	}

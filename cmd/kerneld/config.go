@@ -96,9 +96,22 @@ type HTTPConfig struct {
 
 // StoreConfig picks the storage backend.
 type StoreConfig struct {
-	Kind    string      `yaml:"kind"`
-	DataDir string      `yaml:"data_dir"`
-	Redis   RedisConfig `yaml:"redis"`
+	Kind     string         `yaml:"kind"`
+	DataDir  string         `yaml:"data_dir"`
+	Redis    RedisConfig    `yaml:"redis"`
+	Postgres PostgresConfig `yaml:"postgres"`
+}
+
+// PostgresConfig configures the postgres store, which several replicas
+// share as the redis store is shared. The replica's name is
+// store.redis.replica (--replica), whichever store is shared.
+type PostgresConfig struct {
+	// URL is a libpq URL or key=value string; what it leaves out comes
+	// from the PG* environment variables, as with psql.
+	URL              string        `yaml:"url"`
+	MaxConns         int           `yaml:"max_conns"`         // pool size per replica; 0: 16
+	StatementTimeout time.Duration `yaml:"statement_timeout"` // Postgres' statement_timeout; 0: 30s
+	LeaseTTL         time.Duration `yaml:"lease_ttl"`         // how long a dead replica's sessions wait to be taken over
 }
 
 // RedisConfig configures the redis store, which several replicas share.
@@ -158,7 +171,8 @@ func DefaultConfig() Config {
 		Webhooks:  defaultWebhooks(),
 		Images:    defaultImagesConfig(),
 		Schedules: defaultSchedulesConfig(),
-		Store:     StoreConfig{Kind: "sqlite", DataDir: "./data", Redis: RedisConfig{LeaseTTL: 10 * time.Second}},
+		Store: StoreConfig{Kind: "sqlite", DataDir: "./data", Redis: RedisConfig{LeaseTTL: 10 * time.Second},
+			Postgres: PostgresConfig{LeaseTTL: 10 * time.Second}},
 		AgentsDir: "configs/agents",
 		Log:       LogConfig{Format: "text", Level: "info"},
 		Sessions: SessionsConfig{
@@ -173,7 +187,7 @@ func DefaultConfig() Config {
 // flagValues are the command-line flags; each has a KERNELD_* twin.
 type flagValues struct {
 	config, addr, metricsAddr, agentsDir, store, dataDir, logFormat string
-	redisURL, replica                                               string
+	redisURL, replica, postgresURL                                  string
 	version                                                         bool
 }
 
@@ -188,9 +202,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (fl
 	fs.StringVar(&f.addr, "addr", getenv("KERNELD_ADDR"), "listen address, default 127.0.0.1:8080 (KERNELD_ADDR)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", getenv("KERNELD_METRICS_ADDR"), "serve /metrics on this address instead of --addr (KERNELD_METRICS_ADDR)")
 	fs.StringVar(&f.agentsDir, "agents-dir", getenv("KERNELD_AGENTS_DIR"), "agent definitions, default configs/agents (KERNELD_AGENTS_DIR)")
-	fs.StringVar(&f.store, "store", getenv("KERNELD_STORE"), "storage backend: sqlite (default), memory or redis (KERNELD_STORE)")
+	fs.StringVar(&f.store, "store", getenv("KERNELD_STORE"), "storage backend: sqlite (default), memory, redis or postgres (KERNELD_STORE)")
 	fs.StringVar(&f.redisURL, "redis-url", getenv("KERNELD_REDIS_URL"), "the Redis server of --store redis, redis://host:port/db (KERNELD_REDIS_URL)")
-	fs.StringVar(&f.replica, "replica", getenv("KERNELD_REPLICA"), "this replica's name with --store redis, default host-pid-random (KERNELD_REPLICA)")
+	fs.StringVar(&f.postgresURL, "postgres-url", getenv("KERNELD_POSTGRES_URL"), "the database of --store postgres, postgres://user@host:5432/db; PG* variables fill in the rest (KERNELD_POSTGRES_URL)")
+	fs.StringVar(&f.replica, "replica", getenv("KERNELD_REPLICA"), "this replica's name with --store redis or postgres, default host-pid-random (KERNELD_REPLICA)")
 	fs.StringVar(&f.dataDir, "data-dir", getenv("KERNELD_DATA_DIR"), "data directory, default ./data (KERNELD_DATA_DIR)")
 	fs.StringVar(&f.logFormat, "log-format", getenv("KERNELD_LOG_FORMAT"), "log format: text or json (KERNELD_LOG_FORMAT)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
@@ -224,6 +239,7 @@ func loadConfig(f flagValues, getenv func(string) string) (Config, error) {
 	override(&cfg.Store.DataDir, f.dataDir)
 	override(&cfg.Store.Redis.URL, f.redisURL)
 	override(&cfg.Store.Redis.Replica, f.replica)
+	override(&cfg.Store.Postgres.URL, f.postgresURL)
 	override(&cfg.Log.Format, f.logFormat)
 	if err := cfg.applyEnvTwins(getenv); err != nil {
 		return cfg, err
@@ -271,6 +287,9 @@ func (c *Config) envTwins() []envTwin {
 		{"KERNELD_TOKENS_PER_DAY", "quotas.tokens_per_day", &c.Quotas.TokensPerDay},
 		{"KERNELD_REDIS_PREFIX", "store.redis.prefix", &c.Store.Redis.Prefix},
 		{"KERNELD_LEASE_TTL", "store.redis.lease_ttl", &c.Store.Redis.LeaseTTL},
+		{"KERNELD_LEASE_TTL", "store.postgres.lease_ttl", &c.Store.Postgres.LeaseTTL},
+		{"KERNELD_POSTGRES_MAX_CONNS", "store.postgres.max_conns", &c.Store.Postgres.MaxConns},
+		{"KERNELD_POSTGRES_STATEMENT_TIMEOUT", "store.postgres.statement_timeout", &c.Store.Postgres.StatementTimeout},
 		{"KERNELD_WEBHOOK_SECRET", "webhooks.secret", &c.Webhooks.Secret},
 	}
 }
@@ -399,8 +418,12 @@ func (c StoreConfig) check() error {
 		return errors.New("store.redis.url: --store redis needs a server (--redis-url or KERNELD_REDIS_URL)")
 	case c.Kind == "redis" && c.Redis.LeaseTTL < time.Second:
 		return errors.New("store.redis.lease_ttl: must be at least 1s")
-	case c.Kind != "memory" && c.Kind != "sqlite" && c.Kind != "redis":
-		return fmt.Errorf("store.kind: unknown store %q (known: sqlite, memory, redis)", c.Kind)
+	case c.Kind == "postgres" && c.Postgres.LeaseTTL < time.Second:
+		return errors.New("store.postgres.lease_ttl: must be at least 1s")
+	case c.Kind == "postgres" && (c.Postgres.MaxConns < 0 || c.Postgres.StatementTimeout < 0):
+		return errors.New("store.postgres: max_conns and statement_timeout must not be negative")
+	case c.Kind != "memory" && c.Kind != "sqlite" && c.Kind != "redis" && c.Kind != "postgres":
+		return fmt.Errorf("store.kind: unknown store %q (known: sqlite, memory, redis, postgres)", c.Kind)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/kerneld/kerneld/internal/schedule"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/store/memory"
+	"github.com/kerneld/kerneld/internal/store/postgres"
 	"github.com/kerneld/kerneld/internal/store/redis"
 	"github.com/kerneld/kerneld/internal/store/sqlite"
 	"github.com/kerneld/kerneld/internal/telemetry"
@@ -244,7 +245,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		repl = d.repl.config(cfg.Store.Redis)
 	}
 	observers := []kernel.Observer{d.streams, d.metrics, kernel.LogObserver{Log: d.log.With("system", "kernel")}}
-	runner := &kernelRunner{quotas: d.quotas}
+	runner := &kernelRunner{}
 	if d.schedules, err = newSchedules(cfg, db, runner, d.log.With("system", "schedules")); err != nil {
 		return errors.Join(err, d.close(ctx))
 	}
@@ -255,6 +256,9 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		Agents: d.registry, Tools: d.tools, Store: d.metrics.Store(db),
 		Limits: cfg.limits(), Retention: cfg.retention(), Replication: repl, Quotas: d.quotas,
 		StallAfter: cfg.Sessions.StallAfter,
+		Announcer:  d.announcer(db),
+		Guards:     newGuards(d.targets.Policy()),
+		Tracing:    d.tracing,
 		Observers:  observers,
 		Logger:     d.log.With("system", "kernel"),
 		MCP:        mcp.Options{Logger: d.log}, // it adds system=mcp
@@ -296,6 +300,16 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		Images: newImages(cfg, db), MaxImageBodyBytes: cfg.Images.MaxRequestBytes, Schedules: d.schedules,
 	})
 	return nil
+}
+
+// announcer is where the kernel announces what webhooks deliver: the
+// store's outbox; nil when the store keeps none.
+func (d *daemon) announcer(db store) kernel.Announcer {
+	outbox, ok := db.(webhook.Outbox)
+	if !ok || d.webhooks == nil {
+		return nil
+	}
+	return &webhook.Announcer{Targets: d.targets, Outbox: outbox, Dispatcher: d.webhooks}
 }
 
 // quotaRunsTTL is how long a replica's count of running runs stands in
@@ -358,6 +372,13 @@ func openStore(ctx context.Context, c StoreConfig, log *slog.Logger) (store, err
 		return memory.New(), nil
 	case "redis":
 		db, err := redis.Open(ctx, redis.Options{URL: c.Redis.URL, Prefix: c.Redis.Prefix, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		return db, nil
+	case "postgres":
+		db, err := postgres.Open(ctx, postgres.Options{URL: c.Postgres.URL, MaxConns: c.Postgres.MaxConns,
+			StatementTimeout: c.Postgres.StatementTimeout, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("open store: %w", err)
 		}

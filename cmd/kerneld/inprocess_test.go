@@ -19,9 +19,16 @@ type inProcess struct {
 // startInProcess starts kerneld with getenv and waits until it is ready.
 func startInProcess(t *testing.T, getenv func(string) string) *inProcess {
 	t.Helper()
+	return startInProcessWith(t, getenv, "../../configs/agents")
+}
+
+// startInProcessWith starts kerneld with getenv on the agents of
+// agentsDir and waits until it is ready.
+func startInProcessWith(t *testing.T, getenv func(string) string, agentsDir string) *inProcess {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	p := &inProcess{logs: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
-	args := []string{"-addr", "127.0.0.1:0", "-agents-dir", "../../configs/agents", "-config", "../../configs/kerneld.yaml",
+	args := []string{"-addr", "127.0.0.1:0", "-agents-dir", agentsDir, "-config", "../../configs/kerneld.yaml",
 		"-data-dir", t.TempDir()}
 	go func() { p.done <- run(ctx, args, getenv, io.Discard, p.logs) }()
 	t.Cleanup(func() { cancel(); <-p.done })

@@ -50,9 +50,10 @@ func parseTransferFlags(name string, args []string, getenv func(string) string, 
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&f.store.config, "config", envOr(getenv, "KERNELD_CONFIG", "configs/kerneld.yaml"), "config file (KERNELD_CONFIG)")
-	fs.StringVar(&f.store.store, "store", getenv("KERNELD_STORE"), "storage backend: sqlite (default), memory or redis (KERNELD_STORE)")
+	fs.StringVar(&f.store.store, "store", getenv("KERNELD_STORE"), "storage backend: sqlite (default), memory, redis or postgres (KERNELD_STORE)")
 	fs.StringVar(&f.store.dataDir, "data-dir", getenv("KERNELD_DATA_DIR"), "data directory of --store sqlite, default ./data (KERNELD_DATA_DIR)")
 	fs.StringVar(&f.store.redisURL, "redis-url", getenv("KERNELD_REDIS_URL"), "the Redis server of --store redis (KERNELD_REDIS_URL)")
+	fs.StringVar(&f.store.postgresURL, "postgres-url", getenv("KERNELD_POSTGRES_URL"), "the database of --store postgres (KERNELD_POSTGRES_URL)")
 	if name == "export" {
 		fs.StringVar(&f.file, "output", "-", "write the dump to this file; - is standard output")
 	} else {
@@ -83,9 +84,12 @@ func transferMain(ctx context.Context, name string, args []string, getenv func(s
 	if err != nil {
 		return err
 	}
+	if err := requireDatabase(name, cfg.Store); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	db, err := openStore(ctx, cfg.Store, newLogger(cfg.Log, stderr, false).With("system", "store"))
+	db, err := openStore(ctx, cfg.Store, newLogger(quieter(cfg.Log), stderr, false).With("system", "store"))
 	if err != nil {
 		return err
 	}
@@ -109,6 +113,28 @@ func transferMain(ctx context.Context, name string, args []string, getenv func(s
 	_, err = fmt.Fprintf(stderr, "imported %d sessions (%d skipped: imported before): %s\n",
 		sum.Sessions, sum.Skipped, countsText(sum.Counts))
 	return err
+}
+
+// requireDatabase refuses to export a SQLite database that is not there:
+// opening it would create an empty one, and a mistyped --data-dir would
+// export nothing without a word.
+func requireDatabase(name string, c StoreConfig) error {
+	if name != "export" || (c.Kind != "sqlite" && c.Kind != "") {
+		return nil
+	}
+	if _, err := os.Stat(databasePath(c)); err != nil {
+		return fmt.Errorf("export: no database to export: %w", err)
+	}
+	return nil
+}
+
+// quieter is c at level warn at least: the store's routine messages
+// (opened, migrated, closed) would bury the command's own output.
+func quieter(c LogConfig) LogConfig {
+	if c.Level == "debug" || c.Level == "info" || c.Level == "" {
+		c.Level = "warn"
+	}
+	return c
 }
 
 // exportTo writes the dump of db to file, or to stdout for "-".

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/kerneld/kerneld/internal/webhook"
 )
@@ -100,6 +103,137 @@ func TestRun_RefusesHooksToLinkLocal(t *testing.T) {
 			err := run(t.Context(), args, env(nil), io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), "a.yaml") || !strings.Contains(err.Error(), "link-local") {
 				t.Fatalf("run = %v, want a refusal naming a.yaml and the link-local address", err)
+			}
+		})
+	}
+}
+
+// hookReceiver is a webhook receiver that verifies every delivery's
+// Standard Webhooks signature and keeps the payloads that pass.
+type hookReceiver struct {
+	*httptest.Server
+	mu       sync.Mutex
+	payloads []map[string]any
+	ids      map[string]int // webhook-id: how often it came
+	forged   int
+}
+
+func newHookReceiver(t *testing.T, secret string) *hookReceiver {
+	t.Helper()
+	key, err := webhook.ParseSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hookReceiver{ids: map[string]int{}}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if err := key.Verify(r.Header, body, time.Now(), 5*time.Minute); err != nil {
+			h.forged++
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		var p map[string]any
+		if err := json.Unmarshal(body, &p); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		h.ids[r.Header.Get("webhook-id")]++
+		h.payloads = append(h.payloads, p)
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+// wait returns the first payload of type typ, waiting up to a deadline.
+func (h *hookReceiver) wait(t *testing.T, typ string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		h.mu.Lock()
+		for _, p := range h.payloads {
+			if p["type"] == typ {
+				h.mu.Unlock()
+				return p
+			}
+		}
+		h.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t.Fatalf("no %s webhook within 20s; got %v", typ, h.payloads)
+	return nil
+}
+
+// TestRun_WebhooksOfASession names a receiver at a session's creation and
+// drives the session through an approval, a run's end and its close: each
+// reaches the receiver, signed, once.
+func TestRun_WebhooksOfASession(t *testing.T) {
+	secret := webhook.NewSecret()
+	rcv := newHookReceiver(t, secret)
+	d := startInProcess(t, env(map[string]string{"KERNELD_WEBHOOK_SECRET": secret}))
+
+	sess := post(t, d.base+"/sessions", `{"agent":"gated","webhooks":[{"url":"`+rcv.URL+`","events":["*"]}]}`)
+	id := sess["id"].(string)
+	run := post(t, d.base+"/sessions/"+id+"/run", `{"input":"buy milk"}`)
+	runID := run["id"].(string)
+
+	asked := rcv.wait(t, webhook.ApprovalRequested)["data"].(map[string]any)
+	if asked["run_id"] != runID || asked["tool_name"] != "memory_set" || asked["session_id"] != id {
+		t.Fatalf("approval.requested data = %v", asked)
+	}
+	post(t, d.base+"/sessions/"+id+"/runs/"+runID+"/approvals/"+asked["tool_call_id"].(string), `{"decision":"approve"}`)
+	decided := rcv.wait(t, webhook.ApprovalDecided)["data"].(map[string]any)
+	if decided["decision"] != "approved" || decided["tool_name"] != "memory_set" {
+		t.Errorf("approval.decided data = %v", decided)
+	}
+	finished := rcv.wait(t, webhook.RunFinished)["data"].(map[string]any)
+	if finished["run_id"] != runID || finished["state"] != "succeeded" || finished["agent"] != "gated" {
+		t.Errorf("run.finished data = %v", finished)
+	}
+	post(t, d.base+"/sessions/"+id+"/close", `{"reason":"done"}`)
+	closed := rcv.wait(t, webhook.SessionClosed)["data"].(map[string]any)
+	if closed["reason"] != "done" {
+		t.Errorf("session.closed data = %v", closed)
+	}
+	if err := d.stop(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	for id, n := range rcv.ids {
+		if n != 1 {
+			t.Errorf("delivery %s came %d times, want once", id, n)
+		}
+	}
+	if len(rcv.ids) != 4 || rcv.forged != 0 {
+		t.Errorf("%d deliveries (%d forged), want the 4 above", len(rcv.ids), rcv.forged)
+	}
+}
+
+// TestRun_SessionWebhooksRefused: a session may not name a receiver at a
+// link-local address, an unknown event, or more than the bound.
+func TestRun_SessionWebhooksRefused(t *testing.T) {
+	d := startInProcess(t, env(map[string]string{"KERNELD_WEBHOOK_SECRET": webhook.NewSecret()}))
+	five := strings.Repeat(`{"url":"https://hooks.example.com/","events":["*"]},`, 5)
+	for name, hooks := range map[string]string{
+		"link-local":    `[{"url":"http://169.254.169.254/latest","events":["*"]}]`,
+		"plain http":    `[{"url":"http://hooks.example.com/","events":["*"]}]`,
+		"unknown event": `[{"url":"https://hooks.example.com/","events":["run.done"]}]`,
+		"no url":        `[{"events":["*"]}]`,
+		"too many":      "[" + strings.TrimSuffix(five, ",") + "]",
+	} {
+		t.Run(name, func(t *testing.T) {
+			res, err := http.Post(d.base+"/sessions", "application/json", strings.NewReader(`{"agent":"echo","webhooks":`+hooks+`}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "webhooks") {
+				t.Errorf("POST /sessions = %d %s, want 400 naming webhooks", res.StatusCode, body)
 			}
 		})
 	}

@@ -112,17 +112,12 @@ func (s *Server) handleAGUIRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	admitted, err := s.opts.Quotas.StartRun(r.Context(), kernel.TenantFrom(r.Context()))
-	if err != nil {
-		return err
-	}
-	run, replayed, err := s.kernel.Run(r.Context(), sess.ID, kernel.RunRequest{
+	run, _, err := s.kernel.Run(r.Context(), sess.ID, kernel.RunRequest{
 		Input: input.text, IfBusy: kernel.BusyPolicy(in.ifBusy), ID: in.runID,
 		IdempotencyKey: "agui:" + in.runID, // a retry racing this request finds this run
 		AGUI: kernel.AGUIRun{UserMessageID: input.id, Context: in.context, AgentState: in.state,
 			ClientTools: clientTools, ToolResults: results},
 	})
-	admitted(err == nil && !replayed)
 	if err != nil {
 		return err
 	}

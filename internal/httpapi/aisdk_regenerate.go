@@ -26,15 +26,7 @@ func (s *Server) regenerateChat(w http.ResponseWriter, r *http.Request, root, se
 	} else if len(fresh) > 0 {
 		return errdefs.Invalid(fieldOf(fresh[0], ""), "a regenerate request takes no new message")
 	}
-	if err := s.allowSession(r.Context()); err != nil {
-		return err
-	}
-	admitted, err := s.opts.Quotas.StartRun(r.Context(), kernel.TenantFrom(r.Context()))
-	if err != nil {
-		return err
-	}
 	fork, run, err := s.regenerate(r, sess, input)
-	admitted(err == nil)
 	if err != nil {
 		return err
 	}

@@ -63,16 +63,11 @@ func (s *Server) startChatRun(w http.ResponseWriter, r *http.Request, sess sessi
 	if strings.TrimSpace(input.text) == "" {
 		return errdefs.Invalid(fieldOf(input, ".parts"), "no text: a user message needs a text part")
 	}
-	admitted, err := s.opts.Quotas.StartRun(r.Context(), kernel.TenantFrom(r.Context()))
-	if err != nil {
-		return err
-	}
-	run, replayed, err := s.kernel.Run(r.Context(), sess.ID, kernel.RunRequest{
+	run, _, err := s.kernel.Run(r.Context(), sess.ID, kernel.RunRequest{
 		Input:          input.text,
 		IdempotencyKey: "ai-sdk:" + input.id, // a retry racing this request finds this run
 		AGUI:           kernel.AGUIRun{UserMessageID: input.id},
 	})
-	admitted(err == nil && !replayed)
 	if err != nil {
 		return err
 	}

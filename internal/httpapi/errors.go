@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/quota"
 )
 
 // Kinds that are HTTP's own concern, so they live here, not in errdefs.
@@ -107,6 +108,22 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	s.log.Log(r.Context(), level, "request failed", "status", p.Status, "code", p.Code, "err", err,
 		"request_id", p.RequestID)
+	s.announceQuota(r, err)
+}
+
+// announceQuota has the kernel announce a refusal by one of the tenant's
+// quotas (an amount, or the rate of runs) to the webhooks that want
+// quota.exceeded; the request rate, refused in floods, is not announced.
+func (s *Server) announceQuota(r *http.Request, err error) {
+	e, ok := errors.AsType[*errdefs.Error](err)
+	if !ok || s.kernel == nil {
+		return
+	}
+	limit, _ := e.Extra["limit"].(string)
+	if e.Code != quota.CodeQuotaExceeded && (e.Code != quota.CodeRateLimited || limit == quota.LimitRequests) {
+		return
+	}
+	s.kernel.AnnounceQuotaExceeded(r.Context(), r.PathValue("id"), limit, e.Message)
 }
 
 // writeProblem writes err as application/problem+json, and logs nothing:

@@ -43,9 +43,6 @@ func (s *Server) handleSessionFork(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	if err := s.allowSession(r.Context()); err != nil {
-		return err
-	}
 	fork, err := s.kernel.ForkSession(r.Context(), r.PathValue("id"), kernel.ForkRequest{AtMessage: req.AtMessage})
 	if err != nil {
 		return err
@@ -57,15 +54,7 @@ func (s *Server) handleSessionFork(w http.ResponseWriter, r *http.Request) error
 // handleRunRegenerate handles "POST /sessions/{id}/runs/{run_id}/regenerate".
 // Like cancel, it takes no body and ignores one.
 func (s *Server) handleRunRegenerate(w http.ResponseWriter, r *http.Request) error {
-	if err := s.allowSession(r.Context()); err != nil {
-		return err
-	}
-	admitted, err := s.opts.Quotas.StartRun(r.Context(), kernel.TenantFrom(r.Context()))
-	if err != nil {
-		return err
-	}
 	fork, run, err := s.kernel.Regenerate(r.Context(), r.PathValue("id"), r.PathValue("run_id"))
-	admitted(err == nil)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -53,20 +52,6 @@ func setRetryAfter(w http.ResponseWriter, err error) {
 	if secs, ok := quota.RetryAfter(err); ok {
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
-}
-
-// allowSession refuses a new session to a tenant that stores its quota of
-// them. Two creates racing may both pass at the last free place: the
-// count is the store's, read before the create.
-func (s *Server) allowSession(ctx context.Context) error {
-	if s.opts.Quotas.Limits().MaxSessions <= 0 {
-		return nil
-	}
-	n, err := s.kernel.CountSessions(ctx)
-	if err != nil {
-		return err
-	}
-	return s.opts.Quotas.AllowSession(n)
 }
 
 // tenantUsageResponse is the body of GET /usage.

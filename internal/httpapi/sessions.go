@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -24,7 +25,24 @@ type createSessionRequest struct {
 	Inherit   *inheritBody               `json:"inherit"`
 	Overrides *overridesBody             `json:"overrides"`
 	// PermissionMode is ask (the default), read_only_auto or auto.
-	PermissionMode string `json:"permission_mode"`
+	PermissionMode string        `json:"permission_mode"`
+	Webhooks       []webhookBody `json:"webhooks"`
+}
+
+// webhookBody is a receiver a session names for its events; the kernel
+// checks the URL and the events against the server's webhook policy.
+type webhookBody struct {
+	URL    string   `json:"url"`
+	Events []string `json:"events"`
+}
+
+// toWebhooks returns the webhooks a create request names.
+func toWebhooks(ws []webhookBody) []session.Webhook {
+	out := make([]session.Webhook, len(ws))
+	for i, w := range ws {
+		out[i] = session.Webhook{URL: w.URL, Events: w.Events}
+	}
+	return out
 }
 
 // inheritBody says what a child session inherits from its parent.
@@ -48,6 +66,11 @@ func (req createSessionRequest) Validate() error {
 	v = checkNoNUL(v, "parent_id", req.ParentID)
 	v = checkMetadataNUL(v, "metadata", req.Metadata)
 	v = checkMemoryKeys(v, "memory", req.Memory)
+	for i, w := range req.Webhooks {
+		if w.URL == "" {
+			v = v.Add(fmt.Sprintf("webhooks[%d].url", i), "required")
+		}
+	}
 	return req.Overrides.check(v).Err()
 }
 
@@ -159,12 +182,10 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	create := kernel.CreateSession{
 		Agent: req.Agent, Name: req.Name, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
 		Overrides: req.Overrides.toOverrides(), ID: deref(req.ID), IdempotencyKey: key, PermissionMode: req.PermissionMode,
+		Webhooks: toWebhooks(req.Webhooks),
 	}
 	if req.Inherit != nil {
 		create.InheritMemory = req.Inherit.Memory
-	}
-	if err := s.allowSession(r.Context()); err != nil {
-		return err
 	}
 	sess, created, err := s.kernel.EnsureSession(r.Context(), create)
 	if err != nil {

@@ -253,9 +253,15 @@ func (k *Kernel) createFork(ctx context.Context, src session.Session, msgs []ses
 	// Nobody knows the fork's id yet, but a listing by forked_from may
 	// show it: a run posted meanwhile waits on this lock, or behind the
 	// snapshot's run.
+	admitted, err := k.admitSession(ctx)
+	if err != nil {
+		return session.Session{}, err
+	}
 	unlock := k.lockSession(f.ID)
 	defer unlock()
-	if err := k.store.CreateSession(ctx, f); err != nil {
+	err = k.store.CreateSession(ctx, f)
+	admitted()
+	if err != nil {
 		return session.Session{}, fmt.Errorf("create session: %w", err)
 	}
 	h, _, err := k.owner.hold(ctx, f.ID)

@@ -44,9 +44,12 @@
 // In the order they are taken; a lock may be taken while holding those
 // above it, never those below:
 //
+//  0. A tenant's session admission (Quotas.AdmitSession, see admit.go)
+//     serialises the tenant's session creations, across replicas, from
+//     the count of its sessions to the insert of the new one.
 //  1. Kernel.sessionLocks (striped by session id) serialise changes to one
 //     session's record, and taking its lease, within this process. They
-//     are the only locks held across store calls.
+//     and the admission are the only locks held across store calls.
 //  2. owner.mu guards the map of held sessions.
 //  3. held.mu guards one held session's driver state: its active run and
 //     what the driver has seen of its queue.
@@ -72,6 +75,7 @@ import (
 	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
+	"github.com/kerneld/kerneld/internal/telemetry"
 	"github.com/kerneld/kerneld/internal/tools"
 	"github.com/kerneld/kerneld/internal/tools/mcp"
 )
@@ -129,6 +133,12 @@ type Config struct {
 	// StallAfter is how long a running run may log nothing before it is
 	// stalled (see session.StatusStalled); default DefaultStallAfter.
 	StallAfter time.Duration
+	// Announcer, when set, is told of what webhooks announce.
+	Announcer Announcer
+	// Guards, when set, asks the agents' guards about tool calls and runs.
+	Guards Guards
+	// Tracing traces runs (see tracing.go); nil traces nothing.
+	Tracing *telemetry.Tracing
 }
 
 // Kernel owns the runs of the sessions this replica holds and the
@@ -147,6 +157,9 @@ type Kernel struct {
 	stallAfter time.Duration
 	mcp        *mcp.Manager // the agents' MCP servers, shared by every run
 	quotas     Quotas
+	announcer  Announcer // nil: nothing is announced
+	guards     Guards    // nil: agents' guards are not asked
+	tracing    *telemetry.Tracing
 
 	ctx    context.Context // parent of every run; cancelled by Close
 	cancel context.CancelFunc
@@ -182,6 +195,12 @@ func New(cfg Config) (*Kernel, error) {
 		lockSeed:   maphash.MakeSeed(),
 		changes:    newChanges(),
 		quotas:     cfg.Quotas,
+		announcer:  cfg.Announcer,
+		guards:     cfg.Guards,
+		tracing:    cfg.Tracing,
+	}
+	if k.tracing == nil {
+		k.tracing = telemetry.Disabled()
 	}
 	if k.quotas == nil {
 		k.quotas = noQuotas{}
@@ -286,6 +305,7 @@ func (k *Kernel) emit(ctx context.Context, token int64, sessionID, runID string,
 // the observers: nobody sees an event the log could still lose. It is the
 // only caller of AppendEvents; token is the lease of evs' session.
 func (k *Kernel) append(ctx context.Context, token int64, evs []session.Event) error {
+	announced := k.announceEvents(ctx, evs)
 	if err := k.store.AppendEvents(ctx, token, evs); err != nil {
 		if errors.Is(err, session.ErrFenced) {
 			k.owner.fenced.Add(1)
@@ -293,6 +313,9 @@ func (k *Kernel) append(ctx context.Context, token int64, evs []session.Event) e
 		return fmt.Errorf("append events: %w", err)
 	}
 	k.observe(evs)
+	if announced {
+		k.announcer.Notify()
+	}
 	return nil
 }
 

@@ -67,6 +67,7 @@ func (k *Kernel) deleteSession(ctx context.Context, id string, cascade bool) err
 	if err != nil {
 		return err
 	}
+	k.announceClosed(ctx, id, "deleted")
 	if err := k.stopRuns(ctx, id); err != nil {
 		return err
 	}
@@ -139,6 +140,9 @@ func (k *Kernel) closeSession(ctx context.Context, id, reason string) (session.S
 	})
 	if err != nil {
 		return session.Session{}, err
+	}
+	if wasOpen {
+		k.announceClosed(ctx, id, reason)
 	}
 	if err := k.stopRuns(ctx, id); err != nil {
 		return session.Session{}, err

@@ -94,6 +94,8 @@ func (k *Kernel) execute(h *held, ar *activeRun, run *session.Run, spec agents.S
 	}
 	ctx, cancel := context.WithDeadlineCause(ar.ctx, started.Add(runTimeout(spec.Limits.RunTimeout)), errRunTimeout)
 	defer cancel()
+	ctx, span := r.startRunSpan(ctx)
+	defer r.endRunSpan(span) // after the run ended or left, below
 	err := stopCause(ctx, r.safeLoop(ctx))
 	switch {
 	case r.leaseLost(err):
@@ -134,6 +136,9 @@ func (r *runner) safeLoop(ctx context.Context) (err error) {
 func (r *runner) loop(ctx context.Context) error {
 	if r.ar.started != nil {
 		if err := r.recordStart(); err != nil {
+			return err
+		}
+		if err := r.guardRun(ctx); err != nil {
 			return err
 		}
 	}

@@ -9,12 +9,26 @@ import (
 	"github.com/kerneld/kerneld/internal/session"
 )
 
-// Quotas is what the kernel tells the tenants' quotas (internal/quota
-// decides them; httpapi asks it before it starts a run): which runs
-// execute on this replica, and the model tokens they spend.
+// Quotas is what the kernel asks and tells the tenants' quotas
+// (internal/quota decides them): whether a session or a run may be
+// created (see admit.go), which runs execute on this replica, and the
+// model tokens they spend.
 type Quotas interface {
+	// AdmitSession admits a session of tenant, which stores stored(ctx)
+	// sessions, or refuses it with an error of kind errdefs.ErrExhausted.
+	// Until done is called, once the session is stored or failed to be,
+	// no other session of tenant is admitted, on any replica.
+	AdmitSession(ctx context.Context, tenant string, stored func(context.Context) (int, error)) (done func(), err error)
+	// AdmitRun admits a run of tenant about to be posted; done says
+	// whether it was created after all.
+	AdmitRun(ctx context.Context, tenant string) (done func(created bool), err error)
+	// AdmitStart admits a run of tenant about to start executing here: a
+	// concurrent run's place, the run's once done(true) (RunEnded frees
+	// it), given back by done(false).
+	AdmitStart(ctx context.Context, tenant string) (done func(executing bool), err error)
 	// RunStarted and RunEnded bracket a run of tenant executing on this
-	// replica. They must not block.
+	// replica (RunStarted only for a run not admitted by AdmitRun or
+	// AdmitStart, which count it already). They must not block.
 	RunStarted(tenant string)
 	RunEnded(tenant string)
 	// ChargeTokens adds n model tokens to what tenant spent today (n may
@@ -25,6 +39,14 @@ type Quotas interface {
 
 // noQuotas is the Quotas of a kernel configured without any.
 type noQuotas struct{}
+
+func (noQuotas) AdmitSession(context.Context, string, func(context.Context) (int, error)) (func(), error) {
+	return func() {}, nil
+}
+
+func (noQuotas) AdmitRun(context.Context, string) (func(bool), error) { return func(bool) {}, nil }
+
+func (noQuotas) AdmitStart(context.Context, string) (func(bool), error) { return func(bool) {}, nil }
 
 func (noQuotas) RunStarted(string)                                 {}
 func (noQuotas) RunEnded(string)                                   {}

@@ -224,7 +224,7 @@ func (k *Kernel) takeUp(ctx context.Context, h *held, run session.Run, reason st
 	if err := k.markContinued(ctx, h, run); err != nil {
 		return err
 	}
-	k.launch(h, ar, spec)
+	k.launch(h, ar, spec, false) // admitted when it was posted; see admit.go
 	k.log.Info("run continued", "session", h.id, "run", run.ID, "step", ar.from.step, "reason", reason)
 	return nil
 }

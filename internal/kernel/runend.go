@@ -62,6 +62,9 @@ func (r *runner) endingFor(err error) ending {
 	if code, msg, ok := quotaEnding(err); ok {
 		return failed(code, msg, session.RunFailed)
 	}
+	if code, msg, ok := guardEnding(err); ok {
+		return failed(code, msg, session.RunFailed)
+	}
 	if me, ok := errors.AsType[*modelError](err); ok {
 		return failed(session.ErrorCodeModel, me.Error(), session.RunFailed)
 	}

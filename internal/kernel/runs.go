@@ -36,6 +36,8 @@ type RunRequest struct {
 	// agent allows.
 	Overrides *session.Overrides
 	kind      string // session.RunKindCompaction for Compact's run, which has no input
+	// traceParent is the traceparent of the request that accepts the run.
+	traceParent string
 	// ID is the run's id when the client chose it (AG-UI runId); "" lets
 	// kerneld choose.
 	ID string
@@ -72,6 +74,19 @@ func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (ses
 	if err := checkOverrides(spec, req.Overrides); err != nil {
 		return session.Run{}, false, err
 	}
+	admitted, err := k.quotas.AdmitRun(ctx, s.Tenant) // see admit.go
+	if err != nil {
+		return session.Run{}, false, err
+	}
+	run, replayed, err := k.acceptAdmitted(ctx, s, spec, req)
+	admitted(err == nil && !replayed)
+	return run, replayed, err
+}
+
+// acceptAdmitted accepts req, admitted, for session s: it starts it,
+// queues it or applies its busy policy, waiting out a run that is ending
+// or an owner about to let the session go.
+func (k *Kernel) acceptAdmitted(ctx context.Context, s session.Session, spec agents.Spec, req RunRequest) (session.Run, bool, error) {
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
 		run, replayed, err := k.accept(ctx, s, spec, req)
 		if err == nil && !replayed && run.State == session.RunQueued && run.IfBusy == "" {
@@ -162,6 +177,7 @@ var errOwnerLeaving = errors.New("the session's owner is releasing it")
 // can start a run of the session meanwhile, and the session's driver
 // cannot release it.
 func (k *Kernel) accept(ctx context.Context, s session.Session, spec agents.Spec, req RunRequest) (session.Run, bool, error) {
+	req.traceParent = k.traceParent(ctx)
 	unlock := k.lockSession(s.ID)
 	defer unlock()
 	if prev, ok, err := k.findIdempotent(ctx, s.ID, req); err != nil || ok {

@@ -44,25 +44,34 @@ func (k *Kernel) newRun(sessionID string, req RunRequest, state session.RunState
 	run.UserMessageID, run.Context, run.AgentState = req.AGUI.UserMessageID, req.AGUI.Context, req.AGUI.AgentState
 	run.ClientTools, run.ToolResults = req.AGUI.ClientTools, req.AGUI.ToolResults
 	run.Overrides, run.Kind = req.Overrides.Clone(), req.kind
+	run.TraceParent = req.traceParent
 	return run
 }
 
 // startNew starts req on session s, idle, whose lease h this request just
 // took, and hands the session to a new driver.
 func (k *Kernel) startNew(ctx context.Context, h *held, s session.Session, spec agents.Spec, req RunRequest) (session.Run, bool, error) {
+	admitted, err := k.quotas.AdmitStart(ctx, s.Tenant) // a concurrent run's place; see admit.go
+	if err != nil {
+		k.owner.release(h)
+		return session.Run{}, false, err
+	}
 	run := k.newRun(s.ID, req, session.RunRunning)
 	run.StartedAt = run.CreatedAt
 	run.Model = k.modelOf(spec, s, run)
 	if err := k.store.CreateRun(ctx, run, k.runConstraints(0)); err != nil {
+		admitted(false)
 		k.owner.release(h)
 		return k.duplicate(err)
 	}
 	ar, err := k.startRun(ctx, h, s, spec, run)
 	if err != nil {
+		admitted(false)
 		k.owner.release(h)
 		return session.Run{}, false, err
 	}
-	k.launch(h, ar, spec)
+	k.launch(h, ar, spec, true)
+	admitted(true)
 	k.owner.start(h)
 	return ar.run, false, nil
 }
@@ -89,14 +98,24 @@ func (k *Kernel) startQueued(h *held, run session.Run) bool {
 		return false
 	}
 	run.Model = k.modelOf(spec, s, run)
+	admitted, ok := k.admitStart(h, s.Tenant, run)
+	if !ok {
+		return false
+	}
 	ar, err := k.startRun(ctx, h, s, spec, run)
 	if err != nil {
+		if admitted != nil {
+			admitted(false)
+		}
 		if !errors.Is(err, session.ErrStale) {
 			k.log.Error("start run", "session", h.id, "run", run.ID, "err", err)
 		}
 		return false // cancelled meanwhile, or the store failed: the run stays as recorded
 	}
-	k.launch(h, ar, spec)
+	k.launch(h, ar, spec, admitted != nil)
+	if admitted != nil {
+		admitted(true)
+	}
 	return true
 }
 
@@ -188,7 +207,9 @@ func startEvents(r session.Run, inputID string) []session.Event {
 
 // launch makes ar, whose start (or continuation) is in the log up to
 // ar.logged, h's active run and runs it on a goroutine of its own.
-func (k *Kernel) launch(h *held, ar *activeRun, spec agents.Spec) {
+// admitted says the run's admission holds its concurrent place already;
+// otherwise it is counted now.
+func (k *Kernel) launch(h *held, ar *activeRun, spec agents.Spec, admitted bool) {
 	ar.events = newEventWriter(k, ar, h, ar.logged)
 	h.mu.Lock()
 	h.active = ar
@@ -197,7 +218,9 @@ func (k *Kernel) launch(h *held, ar *activeRun, spec agents.Spec) {
 		ar.stopForShutdown() // Drain may have looked before h had this run
 	}
 	k.changes.notify(h.id)
-	k.quotas.RunStarted(ar.tenant)
+	if !admitted {
+		k.quotas.RunStarted(ar.tenant)
+	}
 	k.wg.Go(func() {
 		defer close(ar.done)
 		defer ar.cancel(nil)

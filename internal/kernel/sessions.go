@@ -30,6 +30,8 @@ type CreateSession struct {
 	// PermissionMode is how the session's calls that need approval get
 	// it, within the agent's permission_modes; "" asks.
 	PermissionMode string
+	// Webhooks receive the session's events (see internal/webhook).
+	Webhooks []session.Webhook
 	// ID is an id the client chose, unique within its tenant, and
 	// IdempotencyKey the key of a creation the client may retry; see
 	// EnsureSession, which alone uses them.
@@ -90,6 +92,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	if err := checkInherit(req); err != nil {
 		return session.Session{}, err
 	}
+	if err := k.sessionWebhooks(TenantFrom(ctx), req.Webhooks); err != nil {
+		return session.Session{}, err
+	}
 	now := k.now().UTC()
 	s := session.Session{
 		ID: cmp.Or(req.key, session.NewID()), Tenant: TenantFrom(ctx), Agent: req.Agent, Name: req.Name,
@@ -98,6 +103,7 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	}
 	s.Overrides = nonEmpty(req.Overrides)
 	s.PermissionMode = req.PermissionMode
+	s.Webhooks = req.Webhooks
 	if req.IdempotencyKey != "" {
 		s.RequestHash = creationHash(req)
 	}
@@ -106,7 +112,13 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	}
 	s.ExpiresAt = expiry(now, s.TTL)
 	s.RootID = s.ID
-	if err := k.insertSession(ctx, &s, req.ParentID); err != nil {
+	admitted, err := k.admitSession(ctx)
+	if err != nil {
+		return session.Session{}, err
+	}
+	err = k.insertSession(ctx, &s, req.ParentID)
+	admitted()
+	if err != nil {
 		return session.Session{}, err
 	}
 	if s.InheritMemory == InheritCopy {

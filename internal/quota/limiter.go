@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 )
 
@@ -15,7 +14,8 @@ type Limiter struct {
 	backend Backend
 	now     func() time.Time
 
-	runs *localRuns // this process's runs per tenant
+	runs     *localRuns // this process's runs per tenant
+	sessions stripes    // serialise each tenant's session admissions here
 }
 
 // Options configure New.
@@ -40,7 +40,7 @@ func New(opts Options) *Limiter {
 	if opts.PublishEvery <= 0 {
 		opts.PublishEvery = 5 * time.Second
 	}
-	l := &Limiter{limits: opts.Limits, backend: opts.Backend, now: opts.Now}
+	l := &Limiter{limits: opts.Limits, backend: opts.Backend, now: opts.Now, sessions: newStripes()}
 	l.runs = newLocalRuns(opts.Backend, opts.PublishEvery)
 	return l
 }
@@ -99,51 +99,9 @@ func seconds(s float64) time.Duration {
 	return time.Duration(math.Ceil(max(0, s)*1000)) * time.Millisecond
 }
 
-// AllowSession refuses a new session when tenant already stores limit of
-// them; stored is how many it stores.
-func (l *Limiter) AllowSession(stored int) error {
-	if l == nil || l.limits.MaxSessions <= 0 || stored < l.limits.MaxSessions {
-		return nil
-	}
-	return exceeded(CodeQuotaExceeded, LimitSessions, time.Minute,
-		"this tenant stores %d sessions, the most it may; delete some first", stored)
-}
-
 // retryRunsAfter is the Retry-After of a refusal for concurrent runs:
 // runs end when they end, which cannot be predicted.
 const retryRunsAfter = 5 * time.Second
-
-// StartRun admits a run of tenant: its token budget is not spent, a run
-// per minute is left and a concurrent run is free. The run holds its
-// concurrency slot until done is called, which the caller must do once
-// the kernel has the run (its executing counts it from then on); done
-// with started false gives the run per minute back too.
-func (l *Limiter) StartRun(ctx context.Context, tenant string) (done func(started bool), err error) {
-	if l == nil {
-		return func(bool) {}, nil
-	}
-	if err := l.checkTokens(ctx, tenant); err != nil {
-		return nil, err
-	}
-	refund, err := l.takeRun(ctx, tenant)
-	if err != nil {
-		return nil, err
-	}
-	release, err := l.runs.reserve(ctx, tenant, l.limits.MaxConcurrentRuns)
-	if err != nil {
-		refund()
-		return nil, err
-	}
-	var once sync.Once
-	return func(started bool) {
-		once.Do(func() {
-			release()
-			if !started {
-				refund()
-			}
-		})
-	}, nil
-}
 
 // takeRun takes a run from tenant's runs per minute; refund gives it back.
 func (l *Limiter) takeRun(ctx context.Context, tenant string) (refund func(), err error) {

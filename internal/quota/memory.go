@@ -14,6 +14,7 @@ type Memory struct {
 	mu       sync.Mutex
 	buckets  map[string]*bucket
 	counters map[string]*counter
+	locks    map[string]chan struct{}
 }
 
 type bucket struct {
@@ -28,7 +29,8 @@ type counter struct {
 
 // NewMemory returns an empty in-process backend.
 func NewMemory() *Memory {
-	return &Memory{now: time.Now, buckets: make(map[string]*bucket), counters: make(map[string]*counter)}
+	return &Memory{now: time.Now, buckets: make(map[string]*bucket), counters: make(map[string]*counter),
+		locks: make(map[string]chan struct{})}
 }
 
 // Take implements Backend.
@@ -80,4 +82,22 @@ func (m *Memory) Runs(_ context.Context, _ string, local, limit int) (int, bool,
 		return local - 1, false, nil
 	}
 	return local, true, nil
+}
+
+// Lock implements Backend. Its holder is in this process, so ttl does
+// not apply.
+func (m *Memory) Lock(ctx context.Context, key string, _ time.Duration) (func(), error) {
+	m.mu.Lock()
+	c, ok := m.locks[key]
+	if !ok {
+		c = make(chan struct{}, 1)
+		m.locks[key] = c
+	}
+	m.mu.Unlock()
+	select {
+	case c <- struct{}{}:
+		return func() { <-c }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

@@ -4,9 +4,9 @@
 // in this process (Memory) or in Redis (the redis store's Quotas), where
 // every replica sharing the store sees the same counters.
 //
-// httpapi asks the Limiter before it serves a tenant's request or starts
-// a run; the kernel tells it when a run executes and what its model calls
-// spent. It knows nothing of HTTP: refusals are errdefs errors of kind
+// httpapi asks the Limiter before it serves a tenant's request; the
+// kernel asks it before it creates a session or a run (admit.go), and
+// tells it when a run executes and what its model calls spent. It knows nothing of HTTP: refusals are errdefs errors of kind
 // ErrExhausted carrying a retry_after member, which httpapi turns into
 // 429 and Retry-After.
 package quota
@@ -75,6 +75,11 @@ type Backend interface {
 	// limit > 0 and more than limit runs in all, it records nothing and
 	// ok is false.
 	Runs(ctx context.Context, tenant string, local, limit int) (total int, ok bool, err error)
+	// Lock takes the lock key, waiting until it is free or ctx ends. The
+	// lock is held until unlock is called, or at most ttl in a backend
+	// shared by processes (one that dies holding it must not hold it
+	// forever).
+	Lock(ctx context.Context, key string, ttl time.Duration) (unlock func(), err error)
 }
 
 // Names of the limits, as problems and /usage name them.

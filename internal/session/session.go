@@ -112,6 +112,9 @@ type SessionExt struct {
 	// Compaction is the session's latest compaction: from then on the
 	// model sees its summary and the messages from its FirstKept on.
 	Compaction *Compaction `json:"compaction,omitempty"`
+	// Webhooks are receivers the client named at creation for this
+	// session's events, beside the operator's and the agent's.
+	Webhooks []Webhook `json:"webhooks,omitempty"`
 	// RequestHash fingerprints the request that created the session under
 	// an Idempotency-Key, so that the key sent again with another body is
 	// refused rather than answered with this session.
@@ -124,6 +127,13 @@ type SessionExt struct {
 	// Imported marks a session that kerneld import wrote (see
 	// internal/transfer); nil for one created here.
 	Imported *ImportMark `json:"imported,omitempty"`
+}
+
+// Webhook is a receiver of a session's events: its URL and the event
+// types it wants (see internal/webhook).
+type Webhook struct {
+	URL    string   `json:"url"`
+	Events []string `json:"events"`
 }
 
 // ImportMark says which dump a session was imported from and whether all
@@ -194,6 +204,7 @@ func (s Session) Clone() Session {
 	s.AgentState = bytes.Clone(s.AgentState)
 	s.Overrides = s.Overrides.Clone()
 	s.Grants = slices.Clone(s.Grants)
+	s.Webhooks = slices.Clone(s.Webhooks) // their Events are never changed in place
 	if s.Compaction != nil {
 		c := *s.Compaction
 		s.Compaction = &c

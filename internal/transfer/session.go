@@ -64,7 +64,10 @@ func (im *importer) begin(ctx context.Context, rec *sessionRecord) (*sessionImpo
 	return si, si.lease(ctx, cur)
 }
 
-// create stores the session, marked as being imported from this dump.
+// create stores the session, marked as being imported from this dump. It
+// is not admitted against the tenant's quotas (kernel/admit.go): an import
+// is an operator's command moving sessions that exist already, not a
+// tenant's request for new ones.
 func (si *sessionImport) create(ctx context.Context) error {
 	s := si.rec.session()
 	s.Imported = &session.ImportMark{Dump: si.im.dump}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/kerneld/kerneld/internal/session"
 )
 
 // Route is a configured endpoint and whose sessions it hears about.
@@ -210,7 +212,7 @@ func newDelivery(a Announcement, url, keyID string) (Delivery, error) {
 	for k, v := range a.Data {
 		data[k] = v
 	}
-	data["tenant"], data["session_id"] = a.Tenant, a.SessionID
+	data["tenant"], data["session_id"] = a.Tenant, session.PublicID(a.SessionID) // as clients know it
 	if a.Agent != "" {
 		data["agent"] = a.Agent
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/kerneld/kerneld/internal/quota"
 )
 
@@ -17,6 +19,8 @@ import (
 //	                        (tokens, at), expiring once it would be full
 //	P quota:tokens:<day>:<tenant>  counter of the day's model tokens
 //	P quota:active:<tenant>  hash: replica → "<runs> <expires ms>"
+//	P quota:lock:sessions:<tenant>  string: the token of the replica
+//	                        admitting a session of tenant (see Lock)
 //
 // Buckets and run counts use the server's clock (TIME), so replicas whose
 // clocks differ still agree. One check is one round trip.
@@ -71,4 +75,32 @@ func (q *Quotas) Runs(ctx context.Context, tenant string, local, limit int) (int
 		return 0, false, fmt.Errorf("quota runs: %w", err)
 	}
 	return int(res[1]), res[0] == 1, nil
+}
+
+// Lock implements quota.Backend with SET NX PX and a token only its
+// holder knows, which unlock checks before it deletes the key (a lock
+// that expired and was taken by another is not theirs to free). A
+// waiter polls, from 1 ms up to every 20 ms: the holder keeps it for a
+// count and an insert, a few round trips.
+func (q *Quotas) Lock(ctx context.Context, key string, ttl time.Duration) (func(), error) {
+	k, token := q.key("lock:"+key), uuid.NewString()
+	for wait := time.Millisecond; ; wait = min(2*wait, 20*time.Millisecond) {
+		ok, err := q.s.rdb.SetNX(ctx, k, token, ttl).Result()
+		if err != nil {
+			return nil, fmt.Errorf("quota lock: %w", err)
+		}
+		if ok {
+			return func() {
+				// Best effort: a lock not deleted expires after ttl.
+				_ = scriptQuotaUnlock.Run(context.WithoutCancel(ctx), q.s.rdb, []string{k}, token).Err()
+			}, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
 }

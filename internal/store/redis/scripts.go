@@ -42,6 +42,7 @@ var (
 	scriptLeaseRelease   = newScript("lease_release")
 	scriptQuotaTake      = newScript("quota_take")
 	scriptQuotaRuns      = newScript("quota_runs")
+	scriptQuotaUnlock    = newScript("quota_unlock")
 )
 
 // allScripts lists every script, for Open to load.
@@ -50,5 +51,5 @@ var allScripts = []*goredis.Script{
 	scriptRunCreate, scriptRunUpdate, scriptRunFind, scriptRunList,
 	scriptEventsAppend, scriptMessagesAppend, scriptMemoryPut, scriptMemoryDelete,
 	scriptLeaseAcquire, scriptLeaseRenew, scriptLeaseRelease,
-	scriptQuotaTake, scriptQuotaRuns,
+	scriptQuotaTake, scriptQuotaRuns, scriptQuotaUnlock,
 }

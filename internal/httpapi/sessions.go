@@ -18,6 +18,7 @@ type createSessionRequest struct {
 	ID        *string                    `json:"id"`
 	Agent     string                     `json:"agent"`
 	Name      string                     `json:"name"`
+	Title     string                     `json:"title"`
 	Metadata  map[string]string          `json:"metadata"`
 	ParentID  string                     `json:"parent_id"`
 	Memory    map[string]json.RawMessage `json:"memory"`
@@ -63,6 +64,7 @@ func (req createSessionRequest) Validate() error {
 	}
 	v := checkNoNUL(nil, "agent", req.Agent)
 	v = checkNoNUL(v, "name", req.Name)
+	v = checkNoNUL(v, "title", req.Title)
 	v = checkNoNUL(v, "parent_id", req.ParentID)
 	v = checkMetadataNUL(v, "metadata", req.Metadata)
 	v = checkMemoryKeys(v, "memory", req.Memory)
@@ -88,6 +90,7 @@ func (req createSessionRequest) ttl() (time.Duration, error) {
 
 type updateSessionRequest struct {
 	Name     *string            `json:"name"`
+	Title    *string            `json:"title"`
 	Metadata map[string]*string `json:"metadata"`
 	// Overrides replace the session's; {} clears them.
 	Overrides      *overridesBody `json:"overrides"`
@@ -100,6 +103,9 @@ func (req updateSessionRequest) Validate() error {
 	if req.Name != nil {
 		v = checkNoNUL(v, "name", *req.Name)
 	}
+	if req.Title != nil {
+		v = checkNoNUL(v, "title", *req.Title)
+	}
 	v = checkMetadataNUL(v, "metadata", req.Metadata)
 	return req.Overrides.check(v).Err()
 }
@@ -108,6 +114,7 @@ type sessionResponse struct {
 	ID           string              `json:"id"`
 	Agent        string              `json:"agent"`
 	Name         *string             `json:"name"`
+	Title        *string             `json:"title"`
 	Metadata     map[string]string   `json:"metadata"`
 	State        session.State       `json:"state"`
 	Status       session.Status      `json:"status"`
@@ -146,6 +153,7 @@ func toSessionResponse(s session.Session) sessionResponse {
 		ParentID: nullable(session.PublicID(s.ParentID)), RootID: session.PublicID(s.RootID), Depth: s.Depth, Tenant: s.Tenant,
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
 		ClosedReason: nullable(s.ClosedReason), Overrides: toOverridesBody(s.Overrides), permissionsResponse: toPermissionsResponse(s),
+		Title:     nullable(s.Title),
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
 	if s.ForkedFrom != "" {
@@ -180,9 +188,9 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	}
 	ttl, _ := req.ttl() // Validate checked it
 	create := kernel.CreateSession{
-		Agent: req.Agent, Name: req.Name, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
-		Overrides: req.Overrides.toOverrides(), ID: deref(req.ID), IdempotencyKey: key, PermissionMode: req.PermissionMode,
-		Webhooks: toWebhooks(req.Webhooks),
+		Agent: req.Agent, Name: req.Name, Title: req.Title, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
+		Overrides: req.Overrides.toOverrides(), ID: deref(req.ID), IdempotencyKey: key, Webhooks: toWebhooks(req.Webhooks),
+		PermissionMode: req.PermissionMode,
 	}
 	if req.Inherit != nil {
 		create.InheritMemory = req.Inherit.Memory
@@ -249,7 +257,8 @@ func (s *Server) handleSessionUpdate(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	sess, err := s.kernel.UpdateSession(r.Context(), r.PathValue("id"), kernel.SessionUpdate{
-		Name: req.Name, Metadata: req.Metadata, Overrides: req.Overrides.toOverrides(), PermissionMode: req.PermissionMode,
+		Name: req.Name, Title: req.Title, Metadata: req.Metadata, Overrides: req.Overrides.toOverrides(),
+		PermissionMode: req.PermissionMode,
 	})
 	if err != nil {
 		return err

@@ -239,7 +239,9 @@ func TestImport_RefusesBadDumps(t *testing.T) {
 		{"newer version", strings.Replace(header, `"version":1`, `"version":2`, 1) + "\n" + rest, "newer than this kerneld"},
 		{"altered record", strings.Replace(dump, "look <b>this</b>", "look <i>this</i>", 1), "altered or damaged"},
 		{"not JSON", header + "\n{oops\n", "not a JSON record"},
+		{"a line without end", header + "\n" + strings.Repeat("x", 1<<20), "longer than"},
 	}
+	defer transfer.SetMaxLine(len(dump))() // the dump's lines fit, the line without end does not
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := transfer.Import(t.Context(), openMemory(t), strings.NewReader(tc.dump), transfer.ImportOptions{})

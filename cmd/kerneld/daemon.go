@@ -316,10 +316,12 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 }
 
 // announcer is where the kernel announces what webhooks deliver: the
-// store's outbox; nil when the store keeps none.
+// store's outbox; nil when the store keeps none, or when no secret is
+// configured, since nothing could be signed (and a run's end then costs
+// no reads for the announcement).
 func (d *daemon) announcer(db store) kernel.Announcer {
 	outbox, ok := db.(webhook.Outbox)
-	if !ok || d.webhooks == nil {
+	if !ok || d.webhooks == nil || len(d.targets.Keys()) == 0 {
 		return nil
 	}
 	return &webhook.Announcer{Targets: d.targets, Outbox: outbox, Dispatcher: d.webhooks}

@@ -326,3 +326,25 @@ func waitDelivery(t *testing.T, base string, ok func(map[string]any) bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestRun_WebhookQuotaExceeded: a run the tenant's max_concurrent_runs
+// refuses is announced to the session's receivers as quota.exceeded.
+func TestRun_WebhookQuotaExceeded(t *testing.T) {
+	secret := webhook.NewSecret()
+	rcv := newHookReceiver(t, secret)
+	d := startInProcess(t, env(map[string]string{"KERNELD_WEBHOOK_SECRET": secret, "KERNELD_MAX_CONCURRENT_RUNS": "1"}))
+	hooks := `"webhooks":[{"url":"` + rcv.URL + `","events":["quota.exceeded"]}]`
+	busy := post(t, d.base+"/sessions", `{"agent":"gated",`+hooks+`}`)["id"].(string)
+	runID := post(t, d.base+"/sessions/"+busy+"/run", `{"input":"wait for me"}`)["id"].(string)
+	waitRun(t, d.base, busy, runID, "waiting_input") // holds the tenant's one run
+
+	id := post(t, d.base+"/sessions", `{"agent":"echo",`+hooks+`}`)["id"].(string)
+	status, _ := request(t, http.MethodPost, d.base+"/sessions/"+id+"/run", `{"input":"hi"}`)
+	if status != http.StatusTooManyRequests {
+		t.Fatalf("a second run = %d, want 429", status)
+	}
+	got := rcv.wait(t, webhook.QuotaExceeded)["data"].(map[string]any)
+	if got["quota"] != "max_concurrent_runs" || got["session_id"] != id || got["agent"] != "echo" {
+		t.Errorf("quota.exceeded data = %v", got)
+	}
+}

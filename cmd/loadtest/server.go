@@ -78,7 +78,8 @@ type serverSpec struct {
 	redisURL    string // the redis store's server
 	redisPrefix string // the redis store's keys for this workload alone
 	postgresURL string // the postgres store's server: a database is made per workload
-	postgresDB  string // the workload's database; made by startCluster
+	postgresDB  string // the workload's database's name
+	dbURL       string // and its URL, set by startCluster
 	// agents are more agent files, by name, beside the echo and paced agents.
 	agents map[string]string
 	env    []string // more environment for every server process, NAME=value
@@ -142,7 +143,7 @@ func startCluster(ctx context.Context, hc *http.Client, spec serverSpec) (*clust
 		if err != nil {
 			return nil, err
 		}
-		spec.postgresURL = db
+		spec.dbURL = db
 	}
 	if err := writeFiles(spec.dir, spec.agents); err != nil {
 		return nil, err
@@ -228,7 +229,7 @@ func startServer(ctx context.Context, hc *http.Client, spec serverSpec, i int) (
 	case "redis":
 		args = append(args, "--redis-url", spec.redisURL, "--replica", fmt.Sprintf("loadtest-%d", i))
 	case "postgres":
-		args = append(args, "--postgres-url", spec.postgresURL, "--replica", fmt.Sprintf("loadtest-%d", i))
+		args = append(args, "--postgres-url", spec.dbURL, "--replica", fmt.Sprintf("loadtest-%d", i))
 	}
 	name := spec.binary
 	if spec.cpus != "" {

@@ -62,6 +62,7 @@ func parse(data []byte, getenv func(string) string) (Spec, error) {
 		return Spec{}, err
 	}
 	s := defaultSpec()
+	s.Stream.MergeDeltas = true
 	s.unsetEnv = map[string][]string{}
 	expandEnv(root, "", getenv, s.unsetEnv)
 	err = decodeMapping("", root, map[string]fieldFunc{
@@ -84,10 +85,14 @@ func parse(data []byte, getenv func(string) string) (Spec, error) {
 				"compaction":           func(p string, n *yaml.Node) error { return decodeCompaction(p, n, &s.Memory.Compaction) },
 			})
 		},
+		"stream": func(p string, n *yaml.Node) error {
+			return decodeMapping(p, n, map[string]fieldFunc{"merge_deltas": value(&s.Stream.MergeDeltas)})
+		},
 		"mcp_servers":      func(p string, n *yaml.Node) error { return decodeMCPServers(p, n, &s.MCPServers) },
 		"approval_timeout": duration(&s.ApprovalTimeout),
 		"max_resumes":      value(&s.MaxResumes),
 		"on_crash":         value(&s.OnCrash),
+		"permission_modes": value(&s.PermissionModes),
 		"title_model":      value(&s.TitleModel),
 		"child_agents":     value(&s.ChildAgents),
 		"client_tools": func(p string, n *yaml.Node) error {

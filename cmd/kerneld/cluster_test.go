@@ -73,6 +73,7 @@ type cluster struct {
 	agentsDir string
 	redisURL  string
 	prefix    string
+	env       []string // added to each replica's environment
 }
 
 func newCluster(t *testing.T, redisURL, prefix string) *cluster {
@@ -91,6 +92,7 @@ func (c *cluster) start(name string) *process {
 	p.cmd = exec.Command(c.bin, "-addr", "127.0.0.1:0", "-config", "../../configs/kerneld.yaml",
 		"-agents-dir", c.agentsDir, "-store", "redis", "-redis-url", c.redisURL, "-replica", name)
 	p.cmd.Env = append(os.Environ(), "KERNELD_REDIS_PREFIX="+c.prefix, "KERNELD_LEASE_TTL="+clusterLeaseTTL.String())
+	p.cmd.Env = append(p.cmd.Env, c.env...)
 	p.cmd.Stderr = p.logs
 	if err := p.cmd.Start(); err != nil {
 		c.t.Fatal(err)

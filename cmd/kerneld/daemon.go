@@ -258,6 +258,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		StallAfter: cfg.Sessions.StallAfter,
 		Announcer:  d.announcer(db),
 		Guards:     newGuards(d.targets.Policy()),
+		Tracing:    d.tracing,
 		Observers:  observers,
 		Logger:     d.log.With("system", "kernel"),
 		MCP:        mcp.Options{Logger: d.log}, // it adds system=mcp

@@ -84,6 +84,9 @@ func transferMain(ctx context.Context, name string, args []string, getenv func(s
 	if err != nil {
 		return err
 	}
+	if err := requireDatabase(name, cfg.Store); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	db, err := openStore(ctx, cfg.Store, newLogger(quieter(cfg.Log), stderr, false).With("system", "store"))
@@ -110,6 +113,19 @@ func transferMain(ctx context.Context, name string, args []string, getenv func(s
 	_, err = fmt.Fprintf(stderr, "imported %d sessions (%d skipped: imported before): %s\n",
 		sum.Sessions, sum.Skipped, countsText(sum.Counts))
 	return err
+}
+
+// requireDatabase refuses to export a SQLite database that is not there:
+// opening it would create an empty one, and a mistyped --data-dir would
+// export nothing without a word.
+func requireDatabase(name string, c StoreConfig) error {
+	if name != "export" || (c.Kind != "sqlite" && c.Kind != "") {
+		return nil
+	}
+	if _, err := os.Stat(databasePath(c)); err != nil {
+		return fmt.Errorf("export: no database to export: %w", err)
+	}
+	return nil
 }
 
 // quieter is c at level warn at least: the store's routine messages

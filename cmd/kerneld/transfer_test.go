@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kerneld/kerneld/internal/store/postgres/pgtest"
 	"github.com/kerneld/kerneld/internal/store/redis/redistest"
 )
 
@@ -36,7 +37,7 @@ func transferCmd(t *testing.T, bin string, env []string, in []byte, args ...stri
 // TestTransfer_WalkthroughMovesToAnotherStore follows the README: a
 // session made with the quick start's requests on SQLite is exported with
 // the server stopped, imported into a fresh SQLite directory and into
-// Redis, verified, and served from each, whole, seq for seq; its next run
+// Redis and into PostgreSQL, verified, and served from each, whole, seq for seq; its next run
 // continues the log.
 func TestTransfer_WalkthroughMovesToAnotherStore(t *testing.T) {
 	bin := buildBinary(t)
@@ -45,6 +46,10 @@ func TestTransfer_WalkthroughMovesToAnotherStore(t *testing.T) {
 	id, log, msgs := walkthroughSession(t, p.base)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	<-p.done()
+
+	_, errOut, ok := transferCmd(t, bin, nil, nil, "export", "-config", "../../configs/kerneld.yaml", "-data-dir", src+"x")
+	require.False(t, ok, "export of a directory without a database must fail")
+	assert.Contains(t, errOut, "no database to export")
 
 	dump, errOut, ok := transferCmd(t, bin, nil, nil, "export", "-config", "../../configs/kerneld.yaml", "-data-dir", src)
 	require.True(t, ok, "export: %s", errOut)
@@ -59,6 +64,11 @@ func TestTransfer_WalkthroughMovesToAnotherStore(t *testing.T) {
 			return []string{"-data-dir", t.TempDir()}, nil
 		}, func(t *testing.T, flags, _ []string) string {
 			return startProcess(t, bin, flags[1], "../../configs/agents").base
+		}},
+		{"postgres", func(t *testing.T) ([]string, []string) {
+			return []string{"-store", "postgres", "-postgres-url", pgtest.Schema(t)}, nil
+		}, func(t *testing.T, flags, _ []string) string {
+			return startWith(t, bin, append(flags, "-replica", "a")...).base
 		}},
 		{"redis", func(t *testing.T) ([]string, []string) {
 			srv := redistest.Use(t)
@@ -97,6 +107,26 @@ func TestTransfer_WalkthroughMovesToAnotherStore(t *testing.T) {
 			assert.Equal(t, int64(len(log)+1), next[0].id, "the next run continues the log")
 		})
 	}
+}
+
+// startWith starts kerneld with the README's agents and args, and waits
+// until it is ready.
+func startWith(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{logs: &syncBuffer{}}
+	p.cmd = exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-config", "../../configs/kerneld.yaml",
+		"-agents-dir", "../../configs/agents"}, args...)...)
+	p.cmd.Stderr = p.logs
+	require.NoError(t, p.cmd.Start())
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("kerneld logs:\n%s", p.logs.String())
+		}
+	})
+	p.base = "http://" + waitAddr(t, p.logs.String)
+	waitReady(t, p.base)
+	return p
 }
 
 // walkthroughSession makes the README's session on base: created, run,

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -22,11 +24,12 @@ type toolBatch struct {
 	wg      sync.WaitGroup
 	gated   map[string]session.ToolCall // awaiting a decision
 	expires time.Time                   // when the undecided ones are denied
+	waits   map[string]trace.Span       // the gated calls' approval waits
 }
 
 func (r *runner) newBatch(ctx context.Context, calls int) *toolBatch {
 	return &toolBatch{r: r, ctx: ctx, results: make(chan toolResult, calls),
-		sem: make(chan struct{}, r.k.limits.ToolConcurrency), gated: map[string]session.ToolCall{}}
+		sem: make(chan struct{}, r.k.limits.ToolConcurrency), gated: map[string]session.ToolCall{}, waits: map[string]trace.Span{}}
 }
 
 // callTools runs a turn's tool calls and records their results. When the
@@ -117,6 +120,10 @@ func (b *toolBatch) await(gated []session.ToolCall) {
 // running calls finish, then leaves the undecided ones waiting for
 // whoever continues the run.
 func (b *toolBatch) collect(n int) error {
+	for id, c := range b.gated {
+		b.waits[id] = b.r.startWaitSpan(b.ctx, c)
+	}
+	defer b.endWaits("left") // by a run that stopped or left before a decision
 	var expired <-chan time.Time
 	if len(b.gated) > 0 {
 		t := time.NewTimer(time.Until(b.expires))
@@ -177,6 +184,7 @@ func (b *toolBatch) decide(d decision, keep func(error)) int {
 	}
 	delete(b.gated, c.ID)
 	verdict := DecisionDeny
+	defer func() { b.endWait(c.ID, verdict) }()
 	if d.approve {
 		verdict = DecisionApprove
 	}
@@ -199,6 +207,7 @@ func (b *toolBatch) expire(keep func(error)) int {
 	n := 0
 	for id, c := range b.gated {
 		delete(b.gated, id)
+		b.endWait(id, "expired")
 		keep(b.r.emit(resolvedEvent(c.ID, DecisionDeny, reason)))
 		keep(b.r.recordResult(toolResult{call: c, content: deniedContent(reason), isError: true}))
 		n++
@@ -231,6 +240,21 @@ func (b *toolBatch) stop() error {
 	}
 	b.r.forget()
 	return cause
+}
+
+// endWait ends the approval wait of call id, if it has one, with outcome.
+func (b *toolBatch) endWait(id, outcome string) {
+	if span, ok := b.waits[id]; ok {
+		delete(b.waits, id)
+		endWaitSpan(span, outcome)
+	}
+}
+
+// endWaits ends every approval wait still open with outcome.
+func (b *toolBatch) endWaits(outcome string) {
+	for id := range b.waits {
+		b.endWait(id, outcome)
+	}
 }
 
 // decisionsChan returns the channel the session's driver hands this run's

@@ -70,6 +70,7 @@ func (r *runner) guardCall(ctx context.Context, sess guard.Session, gc *guardedC
 	case guard.Rewrite:
 		gc.call.Arguments = string(d.Arguments)
 	}
+	r.traceGuard(ctx, guard.TypeToolCall, string(d.Action), d.Failed, d.Duration)
 	value := decisionValue(d)
 	value["stage"], value["toolCallId"], value["toolName"] = guard.TypeToolCall, c.ID, c.Name
 	r.log.Info("guard decided", "tool", c.Name, "tool_call", c.ID, "decision", d.Action, "failed", d.Failed,
@@ -138,6 +139,7 @@ func (r *runner) guardRun(ctx context.Context) error {
 		return err
 	}
 	d := r.k.guards.CheckRun(ctx, *g, sess, r.run.ID, r.run.Input)
+	r.traceGuard(ctx, guard.TypeBeforeRun, string(d.Action), d.Failed, d.Duration)
 	value := decisionValue(d)
 	value["stage"] = guard.TypeBeforeRun
 	r.log.Info("guard decided", "stage", guard.TypeBeforeRun, "decision", d.Action, "failed", d.Failed, "duration", d.Duration)

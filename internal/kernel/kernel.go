@@ -75,6 +75,7 @@ import (
 	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
+	"github.com/kerneld/kerneld/internal/telemetry"
 	"github.com/kerneld/kerneld/internal/tools"
 	"github.com/kerneld/kerneld/internal/tools/mcp"
 )
@@ -136,6 +137,8 @@ type Config struct {
 	Announcer Announcer
 	// Guards, when set, asks the agents' guards about tool calls and runs.
 	Guards Guards
+	// Tracing traces runs (see tracing.go); nil traces nothing.
+	Tracing *telemetry.Tracing
 }
 
 // Kernel owns the runs of the sessions this replica holds and the
@@ -156,6 +159,7 @@ type Kernel struct {
 	quotas     Quotas
 	announcer  Announcer // nil: nothing is announced
 	guards     Guards    // nil: agents' guards are not asked
+	tracing    *telemetry.Tracing
 
 	ctx    context.Context // parent of every run; cancelled by Close
 	cancel context.CancelFunc
@@ -193,6 +197,10 @@ func New(cfg Config) (*Kernel, error) {
 		quotas:     cfg.Quotas,
 		announcer:  cfg.Announcer,
 		guards:     cfg.Guards,
+		tracing:    cfg.Tracing,
+	}
+	if k.tracing == nil {
+		k.tracing = telemetry.Disabled()
 	}
 	if k.quotas == nil {
 		k.quotas = noQuotas{}

@@ -91,6 +91,8 @@ func (k *Kernel) execute(h *held, ar *activeRun, run *session.Run, spec agents.S
 	}
 	ctx, cancel := context.WithDeadlineCause(ar.ctx, started.Add(runTimeout(spec.Limits.RunTimeout)), errRunTimeout)
 	defer cancel()
+	ctx, span := r.startRunSpan(ctx)
+	defer r.endRunSpan(span) // after the run ended or left, below
 	err := stopCause(ctx, r.safeLoop(ctx))
 	switch {
 	case r.leaseLost(err):

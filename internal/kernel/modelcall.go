@@ -26,7 +26,9 @@ func (r *runner) modelTurn(ctx context.Context, n int) ([]session.ToolCall, erro
 		return nil, err
 	}
 	r.turn = newTurn(n)
-	err = r.stream(ctx, req, func(c llm.Chunk) error { return r.emit(r.turn.apply(c)...) })
+	cctx, span := r.startChatSpan(ctx, req)
+	err = r.stream(cctx, req, func(c llm.Chunk) error { return r.emit(r.turn.apply(c)...) })
+	r.endChatSpan(span, r.turn, err)
 	if err != nil {
 		return nil, r.streamFailure(ctx, err)
 	}

@@ -36,6 +36,8 @@ type RunRequest struct {
 	// agent allows.
 	Overrides *session.Overrides
 	kind      string // session.RunKindCompaction for Compact's run, which has no input
+	// traceParent is the traceparent of the request that accepts the run.
+	traceParent string
 	// ID is the run's id when the client chose it (AG-UI runId); "" lets
 	// kerneld choose.
 	ID string
@@ -175,6 +177,7 @@ var errOwnerLeaving = errors.New("the session's owner is releasing it")
 // can start a run of the session meanwhile, and the session's driver
 // cannot release it.
 func (k *Kernel) accept(ctx context.Context, s session.Session, spec agents.Spec, req RunRequest) (session.Run, bool, error) {
+	req.traceParent = k.traceParent(ctx)
 	unlock := k.lockSession(s.ID)
 	defer unlock()
 	if prev, ok, err := k.findIdempotent(ctx, s.ID, req); err != nil || ok {

@@ -44,6 +44,7 @@ func (k *Kernel) newRun(sessionID string, req RunRequest, state session.RunState
 	run.UserMessageID, run.Context, run.AgentState = req.AGUI.UserMessageID, req.AGUI.Context, req.AGUI.AgentState
 	run.ClientTools, run.ToolResults = req.AGUI.ClientTools, req.AGUI.ToolResults
 	run.Overrides, run.Kind = req.Overrides.Clone(), req.kind
+	run.TraceParent = req.traceParent
 	return run
 }
 

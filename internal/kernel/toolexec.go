@@ -34,11 +34,13 @@ func (r *runner) recordResult(res toolResult) error {
 // error result for the model rather than a failed run.
 func (r *runner) callTool(ctx context.Context, c session.ToolCall) (res toolResult) {
 	res.call = c
+	ctx, span := r.startToolSpan(ctx, c)
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("tool panicked", "tool", c.Name, "err", fmt.Errorf("%v", p))
 			res.content, res.isError = "error: the tool failed", true
 		}
+		r.endToolSpan(span, res)
 	}()
 	t, err := r.resolveTool(c)
 	if err == nil {

@@ -127,6 +127,10 @@ type RunExt struct {
 	Decisions []Decision `json:"decisions,omitempty"`
 	// Model is the model the run used.
 	Model string `json:"model,omitempty"`
+	// TraceParent is the W3C traceparent of the request that accepted the
+	// run, when tracing is on: the run's spans, whichever process makes
+	// them, are children of that request's span.
+	TraceParent string `json:"trace_parent,omitempty"`
 	// Overrides are the model settings chosen for this run alone.
 	Overrides *Overrides `json:"overrides,omitempty"`
 	// Kind is RunKindCompaction for a run that compacts the history on

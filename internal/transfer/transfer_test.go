@@ -24,6 +24,7 @@ var targets = []struct {
 }{
 	{"sqlite", openSQLite},
 	{"redis", openRedis},
+	{"postgres", openPostgres},
 	{"memory", openMemory},
 }
 
@@ -31,13 +32,21 @@ func TestImport_MovesEverySessionSeqForSeq(t *testing.T) {
 	src := openSQLite(t)
 	f := seed(t, src, 3, 1100) // events take two pages
 	dump := export(t, src)
+	// A store that keeps no images or schedules gets a dump without them.
+	plainSrc := plain{openSQLite(t)}
+	plainF := seed(t, plainSrc, 3, 1100)
+	plainDump := export(t, plainSrc)
 	for _, tc := range targets {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := tc.open(t)
+			src, f, dump, extras := store(src), f, dump, 1
+			if !keepsAll(dst) {
+				src, f, dump, extras = plainSrc, plainF, plainDump, 0
+			}
 			sum, err := transfer.Import(t.Context(), dst, bytes.NewReader(dump), transfer.ImportOptions{})
 			require.NoError(t, err)
 			assert.Equal(t, 3, sum.Sessions)
-			assert.Equal(t, transfer.Counts{Runs: 9, Messages: 12, Memory: 6, Images: 3, Schedules: 3,
+			assert.Equal(t, transfer.Counts{Runs: 9, Messages: 12, Memory: 6, Images: 3 * extras, Schedules: 3 * extras,
 				Events: 3*1100 + 0 + 1 + 2}, sum.Counts)
 			requireSameSessions(t, src, dst, f.ids)
 			rep, err := transfer.Verify(t.Context(), dst, bytes.NewReader(dump))
@@ -46,6 +55,14 @@ func TestImport_MovesEverySessionSeqForSeq(t *testing.T) {
 			assert.Equal(t, 3, rep.Sessions)
 		})
 	}
+}
+
+func TestImport_RefusesImagesAStoreCannotKeep(t *testing.T) {
+	src := openSQLite(t)
+	seed(t, src, 1, 3)
+	_, err := transfer.Import(t.Context(), plain{openSQLite(t)}, bytes.NewReader(export(t, src)), transfer.ImportOptions{})
+	require.ErrorIs(t, err, errdefs.ErrUnprocessable)
+	assert.Equal(t, "images_unsupported", errdefs.CodeOf(err))
 }
 
 func TestImport_TwiceRefuses(t *testing.T) {
@@ -107,9 +124,16 @@ func TestImport_CutShortResumes(t *testing.T) {
 // failingTarget fails the store's nth append of events or messages, as a
 // store that goes away mid-import does.
 type failingTarget struct {
-	store
+	fullStore
 	n     int
 	calls int
+}
+
+// fullStore is a store that keeps images and schedules.
+type fullStore interface {
+	transfer.Target
+	imageStore
+	scheduleStore
 }
 
 var errInjected = errors.New("injected store failure")
@@ -126,14 +150,14 @@ func (f *failingTarget) AppendEvents(ctx context.Context, token int64, evs []ses
 	if err := f.fail(); err != nil {
 		return err
 	}
-	return f.store.AppendEvents(ctx, token, evs)
+	return f.fullStore.AppendEvents(ctx, token, evs)
 }
 
 func (f *failingTarget) AppendMessages(ctx context.Context, token int64, msgs ...session.Message) error {
 	if err := f.fail(); err != nil {
 		return err
 	}
-	return f.store.AppendMessages(ctx, token, msgs...)
+	return f.fullStore.AppendMessages(ctx, token, msgs...)
 }
 
 func TestImport_StoreFailureResumes(t *testing.T) {
@@ -145,7 +169,7 @@ func TestImport_StoreFailureResumes(t *testing.T) {
 	// events (the first is in) and the second session's messages.
 	for _, n := range []int{1, 3, 4} {
 		dst := openSQLite(t)
-		_, err := transfer.Import(t.Context(), &failingTarget{store: dst, n: n}, bytes.NewReader(dump), transfer.ImportOptions{})
+		_, err := transfer.Import(t.Context(), &failingTarget{fullStore: dst.(fullStore), n: n}, bytes.NewReader(dump), transfer.ImportOptions{})
 		require.ErrorIs(t, err, errInjected, "fail append %d", n)
 
 		sum, err := transfer.Import(t.Context(), dst, bytes.NewReader(dump), transfer.ImportOptions{Resume: true})

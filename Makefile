@@ -145,9 +145,11 @@ check: testdeps
 	go test -race -count=1 ./...
 
 # cluster runs one Redis and three replicas on loopback (deploy/cluster.sh),
-# the topology of deploy/compose.yaml without Docker.
+# the topology of deploy/compose.yaml without Docker; STORE=postgres runs
+# the three on the local PostgreSQL instead.
+STORE ?= redis
 cluster: build
-	deploy/cluster.sh
+	STORE=$(STORE) deploy/cluster.sh
 
 docker:
 	docker build --build-arg VERSION=$(VERSION) -t kerneld:$(VERSION) -t kerneld:latest .

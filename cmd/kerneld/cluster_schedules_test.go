@@ -36,7 +36,7 @@ func scheduleAt(t *testing.T, p, q *process, at time.Time) string {
 // session.
 func TestCluster_ScheduleFiresOnce(t *testing.T) {
 	srv := redistest.Use(t)
-	c := newCluster(t, srv.URL, srv.Prefix)
+	c := newCluster(t, redisStore(srv.URL, srv.Prefix))
 	a, b, cc := c.startAll()
 	replicas := []*process{a, b, cc}
 	due := time.Now().Add(time.Second)
@@ -57,7 +57,7 @@ func TestCluster_ScheduleFiresOnce(t *testing.T) {
 // fires once when one comes back.
 func TestCluster_ScheduleAfterDowntime(t *testing.T) {
 	srv := redistest.Use(t)
-	c := newCluster(t, srv.URL, srv.Prefix)
+	c := newCluster(t, redisStore(srv.URL, srv.Prefix))
 	a := c.start("a")
 	due := time.Now().Add(1500 * time.Millisecond)
 	id := scheduleAt(t, a, a, due)

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kerneld/kerneld/internal/session/aguitest"
+	"github.com/kerneld/kerneld/internal/store/postgres/pgtest"
 	"github.com/kerneld/kerneld/internal/store/redis/redistest"
 )
 
@@ -66,19 +67,49 @@ const longAnswer = "a b c d e f g h i j k l m n o p q r s t u v w x y z a b c d 
 // quick, and long enough for a loaded machine to renew in time.
 const clusterLeaseTTL = 2 * time.Second
 
-// cluster is kerneld replicas sharing one Redis, run from the binary.
+// cluster is kerneld replicas sharing one store, run from the binary.
 type cluster struct {
 	t         *testing.T
 	bin       string
 	agentsDir string
-	redisURL  string
-	prefix    string
+	store     sharedStore
 	env       []string // added to each replica's environment
 }
 
-func newCluster(t *testing.T, redisURL, prefix string) *cluster {
+// sharedStore is a store several replicas share: the flags and the
+// environment that point a replica at it.
+type sharedStore struct {
+	args []string
+	env  []string
+}
+
+// redisStore is the Redis at url, under key prefix.
+func redisStore(url, prefix string) sharedStore {
+	return sharedStore{args: []string{"-store", "redis", "-redis-url", url}, env: []string{"KERNELD_REDIS_PREFIX=" + prefix}}
+}
+
+// testRedis is the test server's Redis, under a prefix of t's own.
+func testRedis(t *testing.T) sharedStore {
+	srv := redistest.Use(t)
+	return redisStore(srv.URL, srv.Prefix)
+}
+
+// testPostgres is a database of t's own on the test server's Postgres.
+func testPostgres(t *testing.T) sharedStore {
+	return sharedStore{args: []string{"-store", "postgres", "-postgres-url", pgtest.Database(t)}}
+}
+
+// eachSharedStore runs test as a subtest for each store replicas can
+// share: whatever DESIGN.md §8 promises holds on each.
+func eachSharedStore(t *testing.T, test func(t *testing.T, store sharedStore)) {
+	for name, open := range map[string]func(*testing.T) sharedStore{"redis": testRedis, "postgres": testPostgres} {
+		t.Run(name, func(t *testing.T) { test(t, open(t)) })
+	}
+}
+
+func newCluster(t *testing.T, store sharedStore) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: buildBinary(t), agentsDir: t.TempDir(), redisURL: redisURL, prefix: prefix}
+	c := &cluster{t: t, bin: buildBinary(t), agentsDir: t.TempDir(), store: store}
 	for name, def := range map[string]string{"paced": pacedAgent, "steady": steadyAgent, "long": longAgent, "asking": askingAgent} {
 		writeFile(t, c.agentsDir, name+".yaml", def)
 	}
@@ -89,9 +120,9 @@ func newCluster(t *testing.T, redisURL, prefix string) *cluster {
 func (c *cluster) start(name string) *process {
 	c.t.Helper()
 	p := &process{logs: &syncBuffer{}}
-	p.cmd = exec.Command(c.bin, "-addr", "127.0.0.1:0", "-config", "../../configs/kerneld.yaml",
-		"-agents-dir", c.agentsDir, "-store", "redis", "-redis-url", c.redisURL, "-replica", name)
-	p.cmd.Env = append(os.Environ(), "KERNELD_REDIS_PREFIX="+c.prefix, "KERNELD_LEASE_TTL="+clusterLeaseTTL.String())
+	p.cmd = exec.Command(c.bin, append([]string{"-addr", "127.0.0.1:0", "-config", "../../configs/kerneld.yaml",
+		"-agents-dir", c.agentsDir, "-replica", name}, c.store.args...)...)
+	p.cmd.Env = append(append(os.Environ(), c.store.env...), "KERNELD_LEASE_TTL="+clusterLeaseTTL.String())
 	p.cmd.Env = append(p.cmd.Env, c.env...)
 	p.cmd.Stderr = p.logs
 	if err := p.cmd.Start(); err != nil {
@@ -210,8 +241,11 @@ func TestCluster_AnyReplicaServes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
-	srv := redistest.Use(t)
-	a, b, c := newCluster(t, srv.URL, srv.Prefix).startAll()
+	eachSharedStore(t, testAnyReplicaServes)
+}
+
+func testAnyReplicaServes(t *testing.T, store sharedStore) {
+	a, b, c := newCluster(t, store).startAll()
 
 	t.Run("create on A, run on B, stream from C then A", func(t *testing.T) {
 		id := post(t, a.base+"/sessions", `{"agent":"paced"}`)["id"].(string)
@@ -361,8 +395,11 @@ func TestCluster_KillOwner(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
-	srv := redistest.Use(t)
-	a, b, c := newCluster(t, srv.URL, srv.Prefix).startAll()
+	eachSharedStore(t, testKillOwner)
+}
+
+func testKillOwner(t *testing.T, store sharedStore) {
+	a, b, c := newCluster(t, store).startAll()
 	id := post(t, b.base+"/sessions", `{"agent":"paced"}`)["id"].(string)
 	runID := post(t, a.base+"/sessions/"+id+"/run", `{"input":"what time is it?"}`)["id"].(string)
 	if owner := ownerOf(t, a, b, c); owner != a {
@@ -415,8 +452,11 @@ func TestCluster_Fencing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
-	srv := redistest.Use(t)
-	a, b, c := newCluster(t, srv.URL, srv.Prefix).startAll()
+	eachSharedStore(t, testFencing)
+}
+
+func testFencing(t *testing.T, store sharedStore) {
+	a, b, c := newCluster(t, store).startAll()
 	id := post(t, a.base+"/sessions", `{"agent":"long"}`)["id"].(string)
 	runID := post(t, a.base+"/sessions/"+id+"/run", `{"input":"go"}`)["id"].(string)
 	body := stream(t, b.base, id, 0)
@@ -572,7 +612,7 @@ func TestCluster_RedisOutage(t *testing.T) {
 		t.Skip("runs the binary")
 	}
 	r := startOwnRedis(t)
-	cl := newCluster(t, r.url(), "kerneld:")
+	cl := newCluster(t, redisStore(r.url(), "kerneld:"))
 	a, b := cl.start("a"), cl.start("b")
 
 	t.Run("a restart mid-run", func(t *testing.T) {

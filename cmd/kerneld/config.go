@@ -154,6 +154,17 @@ type SessionsConfig struct {
 	// StallAfter is how long a running run may log nothing before its
 	// status is stalled and its stream says so.
 	StallAfter time.Duration `yaml:"stall_after"`
+	// Titles says how sessions without a title are titled.
+	Titles TitlesConfig `yaml:"titles"`
+}
+
+// TitlesConfig: enabled titles sessions that have none; generate asks the agent's model (or its title_model) for
+// a title when a session's first run starts; off, titles are the input's
+// first words. Timeout bounds that call.
+type TitlesConfig struct {
+	Enabled  bool          `yaml:"enabled"`
+	Generate bool          `yaml:"generate"`
+	Timeout  time.Duration `yaml:"timeout"`
 }
 
 // DefaultConfig returns the configuration used where nothing else is set.
@@ -180,6 +191,7 @@ func DefaultConfig() Config {
 			MaxMemoryEntries: l.MaxMemoryEntries, MaxMemoryValueBytes: l.MaxMemoryValueBytes,
 			MaxInputBytes: l.MaxInputBytes, ToolTimeout: l.ToolTimeout, MaxQueued: l.MaxQueued,
 			StallAfter: kernel.DefaultStallAfter,
+			Titles:     TitlesConfig{Enabled: true, Generate: true, Timeout: kernel.DefaultTitleTimeout},
 		},
 	}
 }
@@ -391,8 +403,8 @@ func expandEnv(b []byte, getenv func(string) string) []byte {
 func (c Config) Validate() error {
 	var errs []error
 	errs = append(errs, c.Store.check())
-	if c.Sessions.TTL < 0 || c.Sessions.DeleteAfter <= 0 || c.Sessions.SweepInterval <= 0 || c.Sessions.StallAfter <= 0 {
-		errs = append(errs, errors.New("sessions: ttl must not be negative; delete_after, sweep_interval and stall_after must be positive"))
+	if c.Sessions.TTL < 0 || c.Sessions.DeleteAfter <= 0 || c.Sessions.SweepInterval <= 0 || c.Sessions.StallAfter <= 0 || c.Sessions.Titles.Timeout <= 0 {
+		errs = append(errs, errors.New("sessions: ttl must not be negative; delete_after, sweep_interval, stall_after and titles.timeout must be positive"))
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		errs = append(errs, fmt.Errorf("log.format: must be text or json, not %q", c.Log.Format))

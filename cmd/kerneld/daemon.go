@@ -54,7 +54,7 @@ type daemon struct {
 	kernel   *kernel.Kernel
 	handler  *httpapi.Server
 	conns    connPlan
-	repl     *replication // with the redis store
+	repl     *replication // with a store replicas share
 	quotas   *quota.Limiter
 	tracing  *telemetry.Tracing
 	targets  *webhook.Targets
@@ -238,11 +238,11 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	d.quotas = newQuotas(cfg, db)
 	d.webhooks = cfg.Webhooks.dispatcher(db, d.targets, cfg.Store.Redis.Replica, d.log.With("system", "webhook"))
 	var repl kernel.Replication
-	if rdb, ok := db.(*redis.Store); ok {
-		if d.repl, err = replicate(ctx, rdb, d.streams, d.log.With("system", "store")); err != nil {
-			return errors.Join(err, d.close(ctx))
-		}
-		repl = d.repl.config(cfg.Store.Redis)
+	if d.repl, err = replicate(ctx, db, cfg.Store, d.streams, d.log.With("system", "store")); err != nil {
+		return errors.Join(err, d.close(ctx))
+	}
+	if d.repl != nil {
+		repl = d.repl.config(cfg.Store.Redis.Replica)
 	}
 	observers := []kernel.Observer{d.streams, d.metrics, kernel.LogObserver{Log: d.log.With("system", "kernel")}}
 	runner := &kernelRunner{}
@@ -256,6 +256,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		Agents: d.registry, Tools: d.tools, Store: d.metrics.Store(db),
 		Limits: cfg.limits(), Retention: cfg.retention(), Replication: repl, Quotas: d.quotas,
 		StallAfter: cfg.Sessions.StallAfter,
+		Titles:     kernel.Titles(cfg.Sessions.Titles),
 		Announcer:  d.announcer(db),
 		Guards:     newGuards(d.targets.Policy()),
 		Tracing:    d.tracing,
@@ -303,10 +304,12 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 }
 
 // announcer is where the kernel announces what webhooks deliver: the
-// store's outbox; nil when the store keeps none.
+// store's outbox; nil when the store keeps none, or when no secret is
+// configured, since nothing could be signed (and a run's end then costs
+// no reads for the announcement).
 func (d *daemon) announcer(db store) kernel.Announcer {
 	outbox, ok := db.(webhook.Outbox)
-	if !ok || d.webhooks == nil {
+	if !ok || d.webhooks == nil || len(d.targets.Keys()) == 0 {
 		return nil
 	}
 	return &webhook.Announcer{Targets: d.targets, Outbox: outbox, Dispatcher: d.webhooks}

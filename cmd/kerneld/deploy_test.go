@@ -7,22 +7,30 @@ import (
 	"testing"
 )
 
-// TestDeploy_ComposeConfig checks deploy/compose.yaml the way Docker reads
-// it, when the docker client and its compose plugin are here.
+// TestDeploy_ComposeConfig checks deploy/compose.yaml and its Postgres
+// variant the way Docker reads them, when the docker client and its
+// compose plugin are here.
 func TestDeploy_ComposeConfig(t *testing.T) {
 	if err := exec.Command("docker", "compose", "version").Run(); err != nil {
 		t.Skipf("skip: no docker compose here (%v)", err)
 	}
-	cmd := exec.Command("docker", "compose", "-f", "../../deploy/compose.yaml", "config")
-	cmd.Env = append(os.Environ(), "KERNELD_API_KEYS=test-key")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("docker compose config: %v\n%s", err, out)
-	}
-	for _, want := range []string{"kerneld-1", "kerneld-2", "kerneld-3", "appendonly", "KERNELD_REDIS_URL"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("the resolved compose file lacks %q", want)
-		}
+	for file, wants := range map[string][]string{
+		"compose.yaml":          {"appendonly", "KERNELD_REDIS_URL"},
+		"compose.postgres.yaml": {"pg_isready", "KERNELD_POSTGRES_URL"},
+	} {
+		t.Run(file, func(t *testing.T) {
+			cmd := exec.Command("docker", "compose", "-f", "../../deploy/"+file, "config")
+			cmd.Env = append(os.Environ(), "KERNELD_API_KEYS=test-key")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("docker compose config: %v\n%s", err, out)
+			}
+			for _, want := range append([]string{"kerneld-1", "kerneld-2", "kerneld-3"}, wants...) {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("the resolved compose file lacks %q", want)
+				}
+			}
+		})
 	}
 }
 

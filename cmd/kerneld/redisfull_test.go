@@ -24,7 +24,7 @@ func TestCluster_RedisRefusesWrites(t *testing.T) {
 		t.Skip("runs the binary")
 	}
 	r := startOwnRedis(t)
-	a := newCluster(t, r.url(), "kerneld:").start("a")
+	a := newCluster(t, redisStore(r.url(), "kerneld:")).start("a")
 	rc := redistest.Server{URL: r.url()}.Client(t)
 	configSet := func(name, value string) {
 		t.Helper()

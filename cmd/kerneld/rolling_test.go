@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kerneld/kerneld/internal/session/aguitest"
-	"github.com/kerneld/kerneld/internal/store/redis/redistest"
 )
 
 // steppingAgent takes fifteen steps, each a short streamed text and a
@@ -42,8 +41,11 @@ func TestCluster_RollingRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
-	srv := redistest.Use(t)
-	cl := newCluster(t, srv.URL, srv.Prefix)
+	eachSharedStore(t, testRollingRestart)
+}
+
+func testRollingRestart(t *testing.T, store sharedStore) {
+	cl := newCluster(t, store)
 	writeFile(t, cl.agentsDir, "stepping.yaml", steppingAgent)
 	replicas := map[string]*process{"a": cl.start("a"), "b": cl.start("b"), "c": cl.start("c")}
 	type started struct{ id, runID, base string }

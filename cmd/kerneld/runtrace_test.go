@@ -177,7 +177,7 @@ func TestCluster_TraceAcrossTakeOver(t *testing.T) {
 	}
 	srv := redistest.Use(t)
 	rcv := otlptest.NewHTTP(t)
-	c := newCluster(t, srv.URL, srv.Prefix)
+	c := newCluster(t, redisStore(srv.URL, srv.Prefix))
 	c.env = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.Endpoint}
 	a, b := c.start("a"), c.start("b")
 

@@ -74,7 +74,7 @@ func TestTransfer_WalkthroughMovesToAnotherStore(t *testing.T) {
 			srv := redistest.Use(t)
 			return []string{"-store", "redis", "-redis-url", srv.URL}, []string{"KERNELD_REDIS_PREFIX=" + srv.Prefix}
 		}, func(t *testing.T, flags, env []string) string {
-			c := newCluster(t, flags[3], strings.TrimPrefix(env[0], "KERNELD_REDIS_PREFIX="))
+			c := newCluster(t, sharedStore{args: flags, env: env})
 			c.agentsDir = "../../configs/agents"
 			return c.start("a").base
 		}},

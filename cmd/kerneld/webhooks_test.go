@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -120,12 +123,19 @@ type hookReceiver struct {
 
 func newHookReceiver(t *testing.T, secret string) *hookReceiver {
 	t.Helper()
+	return newHookReceiverAt(t, secret, "")
+}
+
+// newHookReceiverAt starts a receiver listening on addr, or on a free
+// loopback port when addr is "".
+func newHookReceiverAt(t *testing.T, secret, addr string) *hookReceiver {
+	t.Helper()
 	key, err := webhook.ParseSecret(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &hookReceiver{ids: map[string]int{}}
-	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -142,6 +152,15 @@ func newHookReceiver(t *testing.T, secret string) *hookReceiver {
 		h.ids[r.Header.Get("webhook-id")]++
 		h.payloads = append(h.payloads, p)
 	}))
+	if addr != "" {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = h.Listener.Close() // the free port it chose
+		h.Listener = l
+	}
+	h.Start()
 	t.Cleanup(h.Close)
 	return h
 }
@@ -236,5 +255,96 @@ func TestRun_SessionWebhooksRefused(t *testing.T) {
 				t.Errorf("POST /sessions = %d %s, want 400 naming webhooks", res.StatusCode, body)
 			}
 		})
+	}
+}
+
+// TestProcess_WebhookSurvivesKill9 ends a run whose receiver is down, so
+// its delivery waits in the SQLite outbox, kills kerneld with SIGKILL,
+// brings the receiver up and starts kerneld again on the same data: the
+// delivery arrives, once.
+func TestProcess_WebhookSurvivesKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin, data, secret := buildBinary(t), t.TempDir(), webhook.NewSecret()
+	cfg := writeFile(t, t.TempDir(), "kerneld.yaml", "webhooks: {secret: '"+secret+"', min_backoff: 200ms, max_backoff: 500ms}\n")
+	port := freePort(t)
+	start := func() *process {
+		p := &process{logs: &syncBuffer{}}
+		p.cmd = exec.Command(bin, "-addr", "127.0.0.1:0", "-config", cfg, "-data-dir", data, "-agents-dir", "../../configs/agents")
+		p.cmd.Stderr = p.logs
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.stop)
+		p.base = "http://" + waitAddr(t, p.logs.String)
+		waitReady(t, p.base)
+		return p
+	}
+
+	a := start()
+	hook := fmt.Sprintf(`[{"url":"http://127.0.0.1:%d/hook","events":["run.finished"]}]`, port)
+	id := post(t, a.base+"/sessions", `{"agent":"echo-fast","webhooks":`+hook+`}`)["id"].(string)
+	runID := post(t, a.base+"/sessions/"+id+"/run", `{"input":"hi"}`)["id"].(string)
+	waitRun(t, a.base, id, runID, "succeeded")
+	waitDelivery(t, a.base, func(d map[string]any) bool { return d["state"] == "pending" && d["attempts"].(float64) >= 1 })
+	a.kill9(t)
+
+	rcv := newHookReceiverAt(t, secret, fmt.Sprintf("127.0.0.1:%d", port))
+	b := start()
+	got := rcv.wait(t, webhook.RunFinished)["data"].(map[string]any)
+	if got["run_id"] != runID || got["session_id"] != id {
+		t.Errorf("run.finished data = %v", got)
+	}
+	waitDelivery(t, b.base, func(d map[string]any) bool { return d["state"] == "delivered" })
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	if len(rcv.ids) != 1 || rcv.forged != 0 {
+		t.Errorf("deliveries = %v (%d forged), want one", rcv.ids, rcv.forged)
+	}
+	for id, n := range rcv.ids {
+		if n != 1 {
+			t.Errorf("delivery %s came %d times, want once", id, n)
+		}
+	}
+}
+
+// waitDelivery waits until the only webhook delivery kerneld at base
+// lists satisfies ok.
+func waitDelivery(t *testing.T, base string, ok func(map[string]any) bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, page := getJSONMap(t, base+"/webhooks/deliveries")
+		data, _ := page["data"].([]any)
+		if len(data) == 1 && ok(data[0].(map[string]any)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deliveries = %v after 20s", data)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRun_WebhookQuotaExceeded: a run the tenant's max_concurrent_runs
+// refuses is announced to the session's receivers as quota.exceeded.
+func TestRun_WebhookQuotaExceeded(t *testing.T) {
+	secret := webhook.NewSecret()
+	rcv := newHookReceiver(t, secret)
+	d := startInProcess(t, env(map[string]string{"KERNELD_WEBHOOK_SECRET": secret, "KERNELD_MAX_CONCURRENT_RUNS": "1"}))
+	hooks := `"webhooks":[{"url":"` + rcv.URL + `","events":["quota.exceeded"]}]`
+	busy := post(t, d.base+"/sessions", `{"agent":"gated",`+hooks+`}`)["id"].(string)
+	runID := post(t, d.base+"/sessions/"+busy+"/run", `{"input":"wait for me"}`)["id"].(string)
+	waitRun(t, d.base, busy, runID, "waiting_input") // holds the tenant's one run
+
+	id := post(t, d.base+"/sessions", `{"agent":"echo",`+hooks+`}`)["id"].(string)
+	status, _ := request(t, http.MethodPost, d.base+"/sessions/"+id+"/run", `{"input":"hi"}`)
+	if status != http.StatusTooManyRequests {
+		t.Fatalf("a second run = %d, want 429", status)
+	}
+	got := rcv.wait(t, webhook.QuotaExceeded)["data"].(map[string]any)
+	if got["quota"] != "max_concurrent_runs" || got["session_id"] != id || got["agent"] != "echo" {
+		t.Errorf("quota.exceeded data = %v", got)
 	}
 }

@@ -69,6 +69,7 @@ type options struct {
 	base       string
 	setups     []setup
 	redisURL   string
+	pgURL      string
 	workloads  []workload
 	serverCPUs string
 	sizes      sizes
@@ -89,8 +90,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.kerneld, "kerneld", "bin/kerneld", "the kerneld binary to measure")
 	fs.StringVar(&o.base, "base", "", "also build kerneld at this git ref and compare, e.g. main")
 	fs.StringVar(&stores, "stores", "memory,sqlite", "stores to run each workload on")
-	fs.StringVar(&replicas, "replicas", "1", "replica counts to run the redis store with, e.g. 1,2,3")
+	fs.StringVar(&replicas, "replicas", "1", "replica counts to run the redis and postgres stores with, e.g. 1,2,3")
 	fs.StringVar(&o.redisURL, "redis-url", "redis://127.0.0.1:6379/0", "the Redis server of -stores redis; each workload uses keys of its own and deletes them")
+	fs.StringVar(&o.pgURL, "postgres-url", "postgres://postgres@127.0.0.1:5432/postgres", "a database of the PostgreSQL server of -stores postgres; each workload creates a database of its own and drops it")
 	fs.StringVar(&workNames, "workloads", "W1,W2,W3,W4", "workloads to run (W5: subscriber lag, for replicas)")
 	fs.StringVar(&o.serverCPUs, "server-cpus", "0", `taskset CPU list for kerneld; "" runs it unpinned`)
 	fs.BoolVar(&quick, "quick", false, "smaller workloads, for a quick look")
@@ -274,6 +276,7 @@ func (m measurement) measure(ctx context.Context, o options, b build, dir string
 	srv, err := startCluster(ctx, cl.hc, serverSpec{
 		binary: b.binary, store: m.setup.store, replicas: m.setup.replicas, cpus: o.serverCPUs, dir: dir,
 		redisURL: o.redisURL, redisPrefix: fmt.Sprintf("loadtest-%d-%s:", os.Getpid(), m.name()), env: b.env,
+		postgresURL: o.pgURL, postgresDB: strings.ToLower(fmt.Sprintf("loadtest_%d_%s", os.Getpid(), strings.ReplaceAll(m.name(), "-", "_"))),
 	})
 	if err != nil {
 		res.note("%s: %v", what, err)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,12 +71,15 @@ var noQuotas = []string{
 // serverSpec says how to start kerneld for one workload.
 type serverSpec struct {
 	binary      string
-	store       string // memory or sqlite (each replica its own), or redis (shared)
+	store       string // memory or sqlite (each replica its own), or redis or postgres (shared)
 	replicas    int    // processes; more than one only on the shared store
 	cpus        string // taskset CPU list for every server process; "" runs them unpinned
 	dir         string // a fresh scratch directory: config, agents, data, logs
 	redisURL    string // the redis store's server
 	redisPrefix string // the redis store's keys for this workload alone
+	postgresURL string // the postgres store's server: a database is made per workload
+	postgresDB  string // the workload's database's name
+	dbURL       string // and its URL, set by startCluster
 	// agents are more agent files, by name, beside the echo and paced agents.
 	agents map[string]string
 	env    []string // more environment for every server process, NAME=value
@@ -96,9 +100,18 @@ type cluster struct {
 // storeAddr returns the host:port of the server the store keeps its data
 // in, or "" for a store inside kerneld.
 func (s serverSpec) storeAddr() string {
-	if s.store == "redis" {
+	switch s.store {
+	case "redis":
 		if opts, err := redis.ParseURL(s.redisURL); err == nil {
 			return opts.Addr
+		}
+	case "postgres":
+		if u, err := url.Parse(s.postgresURL); err == nil {
+			host, port := u.Hostname(), u.Port()
+			if port == "" {
+				port = "5432"
+			}
+			return net.JoinHostPort(host, port)
 		}
 	}
 	return ""
@@ -122,8 +135,15 @@ func (c *cluster) url(i int) string { return c.procs[i%len(c.procs)].url }
 // startCluster writes the shared files and starts spec.replicas servers,
 // returning once every one answers /readyz.
 func startCluster(ctx context.Context, hc *http.Client, spec serverSpec) (*cluster, error) {
-	if spec.replicas != 1 && spec.store != "redis" {
-		return nil, fmt.Errorf("%d replicas of the %s store: only the redis store is shared", spec.replicas, spec.store)
+	if spec.replicas != 1 && !shared(spec.store) {
+		return nil, fmt.Errorf("%d replicas of the %s store: only the redis and postgres stores are shared", spec.replicas, spec.store)
+	}
+	if spec.store == "postgres" {
+		db, err := createDatabase(ctx, spec.postgresURL, spec.postgresDB)
+		if err != nil {
+			return nil, err
+		}
+		spec.dbURL = db
 	}
 	if err := writeFiles(spec.dir, spec.agents); err != nil {
 		return nil, err
@@ -149,11 +169,16 @@ func (c *cluster) stop() error {
 	for _, s := range c.procs {
 		errs = append(errs, s.stop())
 	}
-	if c.spec.store == "redis" {
-		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-		defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	switch c.spec.store {
+	case "redis":
 		if err := deleteKeys(ctx, c.spec.redisURL, c.spec.redisPrefix); err != nil {
 			errs = append(errs, fmt.Errorf("delete the workload's Redis keys: %w", err))
+		}
+	case "postgres":
+		if err := dropDatabase(ctx, c.spec.postgresURL, c.spec.postgresDB); err != nil {
+			errs = append(errs, fmt.Errorf("drop the workload's database: %w", err))
 		}
 	}
 	return errors.Join(errs...)
@@ -200,8 +225,11 @@ func startServer(ctx context.Context, hc *http.Client, spec serverSpec, i int) (
 		"--agents-dir", filepath.Join(spec.dir, "agents"), "--store", spec.store,
 		"--data-dir", filepath.Join(spec.dir, fmt.Sprintf("data-%d", i)),
 	}
-	if spec.store == "redis" {
+	switch spec.store {
+	case "redis":
 		args = append(args, "--redis-url", spec.redisURL, "--replica", fmt.Sprintf("loadtest-%d", i))
+	case "postgres":
+		args = append(args, "--postgres-url", spec.dbURL, "--replica", fmt.Sprintf("loadtest-%d", i))
 	}
 	name := spec.binary
 	if spec.cpus != "" {

@@ -56,6 +56,9 @@ type Spec struct {
 	// continues it from its last completed step; OnCrashInterrupt ends it
 	// interrupted.
 	OnCrash string
+	// TitleModel is the model that titles the agent's sessions after
+	// their first run; the run's own model when empty.
+	TitleModel string
 	// NoClientTools refuses the tools an AG-UI client offers a run
 	// (agent file `client_tools: false`); by default a client may.
 	NoClientTools bool

@@ -29,7 +29,7 @@ var pageParams = []string{"limit", "cursor"}
 var listParams = map[string][]string{
 	"GET /agents":                                nil,
 	"GET /approvals":                             append([]string{"state", "agent"}, pageParams...),
-	"GET /sessions":                              append([]string{"agent", "state", "parent_id", "forked_from", "created_after", "created_before", metadataPrefix}, pageParams...),
+	"GET /sessions":                              append([]string{"agent", "state", "parent_id", "forked_from", "created_after", "created_before", "q", metadataPrefix}, pageParams...),
 	"GET /sessions/{id}/children":                pageParams,
 	"GET /sessions/{id}/runs":                    append([]string{"state"}, pageParams...),
 	"GET /sessions/{id}/runs/{run_id}/approvals": nil,
@@ -137,7 +137,7 @@ func timeParam(r *http.Request, name string) (time.Time, error) {
 func sessionFilters(r *http.Request) (kernel.ListSessions, error) {
 	q := r.URL.Query()
 	req := kernel.ListSessions{Agent: q.Get("agent"), State: session.State(q.Get("state")), ParentID: q.Get("parent_id"),
-		ForkedFrom: q.Get("forked_from")}
+		ForkedFrom: q.Get("forked_from"), Search: q.Get("q")}
 	var err error
 	if req.Metadata, err = metadataFilter(r); err != nil {
 		return req, err

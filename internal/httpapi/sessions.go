@@ -18,6 +18,7 @@ type createSessionRequest struct {
 	ID        *string                    `json:"id"`
 	Agent     string                     `json:"agent"`
 	Name      string                     `json:"name"`
+	Title     string                     `json:"title"`
 	Metadata  map[string]string          `json:"metadata"`
 	ParentID  string                     `json:"parent_id"`
 	Memory    map[string]json.RawMessage `json:"memory"`
@@ -61,6 +62,7 @@ func (req createSessionRequest) Validate() error {
 	}
 	v := checkNoNUL(nil, "agent", req.Agent)
 	v = checkNoNUL(v, "name", req.Name)
+	v = checkNoNUL(v, "title", req.Title)
 	v = checkNoNUL(v, "parent_id", req.ParentID)
 	v = checkMetadataNUL(v, "metadata", req.Metadata)
 	v = checkMemoryKeys(v, "memory", req.Memory)
@@ -86,6 +88,7 @@ func (req createSessionRequest) ttl() (time.Duration, error) {
 
 type updateSessionRequest struct {
 	Name     *string            `json:"name"`
+	Title    *string            `json:"title"`
 	Metadata map[string]*string `json:"metadata"`
 	// Overrides replace the session's; {} clears them.
 	Overrides *overridesBody `json:"overrides"`
@@ -97,6 +100,9 @@ func (req updateSessionRequest) Validate() error {
 	if req.Name != nil {
 		v = checkNoNUL(v, "name", *req.Name)
 	}
+	if req.Title != nil {
+		v = checkNoNUL(v, "title", *req.Title)
+	}
 	v = checkMetadataNUL(v, "metadata", req.Metadata)
 	return req.Overrides.check(v).Err()
 }
@@ -105,6 +111,7 @@ type sessionResponse struct {
 	ID           string              `json:"id"`
 	Agent        string              `json:"agent"`
 	Name         *string             `json:"name"`
+	Title        *string             `json:"title"`
 	Metadata     map[string]string   `json:"metadata"`
 	State        session.State       `json:"state"`
 	Status       session.Status      `json:"status"`
@@ -141,7 +148,7 @@ func toSessionResponse(s session.Session) sessionResponse {
 		ID: session.PublicID(s.ID), Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State, Status: session.StatusOf(&s),
 		ParentID: nullable(session.PublicID(s.ParentID)), RootID: session.PublicID(s.RootID), Depth: s.Depth, Tenant: s.Tenant,
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
-		ClosedReason: nullable(s.ClosedReason), Overrides: toOverridesBody(s.Overrides),
+		ClosedReason: nullable(s.ClosedReason), Overrides: toOverridesBody(s.Overrides), Title: nullable(s.Title),
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
 	if s.ForkedFrom != "" {
@@ -176,7 +183,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	}
 	ttl, _ := req.ttl() // Validate checked it
 	create := kernel.CreateSession{
-		Agent: req.Agent, Name: req.Name, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
+		Agent: req.Agent, Name: req.Name, Title: req.Title, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
 		Overrides: req.Overrides.toOverrides(), ID: deref(req.ID), IdempotencyKey: key, Webhooks: toWebhooks(req.Webhooks),
 	}
 	if req.Inherit != nil {
@@ -244,7 +251,7 @@ func (s *Server) handleSessionUpdate(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	sess, err := s.kernel.UpdateSession(r.Context(), r.PathValue("id"), kernel.SessionUpdate{
-		Name: req.Name, Metadata: req.Metadata, Overrides: req.Overrides.toOverrides(),
+		Name: req.Name, Title: req.Title, Metadata: req.Metadata, Overrides: req.Overrides.toOverrides(),
 	})
 	if err != nil {
 		return err

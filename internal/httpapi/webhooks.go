@@ -7,6 +7,7 @@ import (
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/kernel"
+	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/webhook"
 )
 
@@ -28,7 +29,7 @@ type deliveryResponse struct {
 
 func toDeliveryResponse(d webhook.Delivery) deliveryResponse {
 	out := deliveryResponse{
-		ID: d.ID, Type: d.Type, URL: d.URL, SessionID: d.SessionID, State: d.State, Attempts: d.Attempts,
+		ID: d.ID, Type: d.Type, URL: d.URL, SessionID: session.PublicID(d.SessionID), State: d.State, Attempts: d.Attempts,
 		CreatedAt: d.CreatedAt.UTC(), LastAttemptAt: nullableTime(d.LastAttemptAt), LastError: nullable(d.LastError),
 		Payload: d.Body,
 	}

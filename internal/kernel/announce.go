@@ -198,7 +198,7 @@ func (k *Kernel) sessionWebhooks(tenant string, ws []session.Webhook) error {
 		return nil
 	}
 	if k.announcer == nil {
-		return errdefs.Invalid("webhooks", "this server sends no webhooks: its store keeps no outbox")
+		return errdefs.Invalid("webhooks", "this server sends no webhooks: it has no webhooks.secret, or its store keeps no outbox")
 	}
 	es := make([]webhook.Endpoint, len(ws))
 	for i, w := range ws {

@@ -133,6 +133,10 @@ type Config struct {
 	// StallAfter is how long a running run may log nothing before it is
 	// stalled (see session.StatusStalled); default DefaultStallAfter.
 	StallAfter time.Duration
+	// Titles says how sessions are titled after their first run.
+	Titles Titles
+	// Feed, when set, records changes to sessions in their tenant's feed.
+	Feed FeedSink
 	// Announcer, when set, is told of what webhooks announce.
 	Announcer Announcer
 	// Guards, when set, asks the agents' guards about tool calls and runs.
@@ -157,6 +161,8 @@ type Kernel struct {
 	stallAfter time.Duration
 	mcp        *mcp.Manager // the agents' MCP servers, shared by every run
 	quotas     Quotas
+	titles     Titles
+	feed       FeedSink
 	announcer  Announcer // nil: nothing is announced
 	guards     Guards    // nil: agents' guards are not asked
 	tracing    *telemetry.Tracing
@@ -195,6 +201,8 @@ func New(cfg Config) (*Kernel, error) {
 		lockSeed:   maphash.MakeSeed(),
 		changes:    newChanges(),
 		quotas:     cfg.Quotas,
+		titles:     cfg.Titles,
+		feed:       cfg.Feed,
 		announcer:  cfg.Announcer,
 		guards:     cfg.Guards,
 		tracing:    cfg.Tracing,

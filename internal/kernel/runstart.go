@@ -132,7 +132,7 @@ func (k *Kernel) startRun(ctx context.Context, h *held, s session.Session, spec 
 		}
 	}
 	prev := s.State
-	changed, err := k.markSessionRunning(ctx, s.ID, r)
+	changed, askTitle, err := k.markSessionRunning(ctx, s.ID, spec, r)
 	if err != nil {
 		k.endFailedStart(h, prev, r)
 		return nil, err
@@ -146,6 +146,9 @@ func (k *Kernel) startRun(ctx context.Context, h *held, s session.Session, spec 
 	}
 	ar.run.StartSeq = evs[0].Seq
 	ar.logged = evs[len(evs)-1].Seq
+	if askTitle {
+		k.generateTitle(ar, spec)
+	}
 	return ar, nil
 }
 
@@ -163,16 +166,20 @@ func (k *Kernel) markStarted(ctx context.Context, r *session.Run) error {
 }
 
 // markSessionRunning records on session id that r runs now, and returns
-// the events that say its model changed, if it did.
-func (k *Kernel) markSessionRunning(ctx context.Context, id string, r session.Run) ([]session.Event, error) {
-	var changed []session.Event
-	err := k.updateSession(ctx, id, func(s *session.Session) error {
+// the events that say its model changed or it was titled, if it was, and
+// whether a model is to title it (see titleAtStart).
+func (k *Kernel) markSessionRunning(ctx context.Context, id string, spec agents.Spec, r session.Run) (changed []session.Event, askTitle bool, err error) {
+	var titled []session.Event
+	var tenant string
+	err = k.updateSession(ctx, id, func(s *session.Session) error {
+		tenant = s.Tenant
 		if err := s.Transition(session.StateRunning, r.StartedAt); err != nil {
 			return err
 		}
 		if r.Kind == "" {
 			changed, s.Model = modelChanged(*s, r.ID, r.Model), r.Model
 		}
+		titled, askTitle = k.titleAtStart(s, spec, r)
 		s.ActiveRunID = r.ID
 		s.ExpiresAt = time.Time{} // a busy session does not expire; its TTL restarts when it is free
 		if r.AgentState != nil {
@@ -180,7 +187,10 @@ func (k *Kernel) markSessionRunning(ctx context.Context, id string, r session.Ru
 		}
 		return nil
 	})
-	return changed, err
+	if err == nil && len(titled) > 0 {
+		k.feedChanged(tenant, id, FeedSessionTitled)
+	}
+	return append(changed, titled...), askTitle, err
 }
 
 // startEvents returns the events that open run r: RUN_STARTED, the state

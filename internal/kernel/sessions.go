@@ -17,6 +17,7 @@ import (
 type CreateSession struct {
 	Agent    string
 	Name     string
+	Title    string // kerneld titles a session without one after its first run
 	Metadata map[string]string
 	ParentID string
 	Memory   map[string]json.RawMessage // initial memory entries
@@ -41,6 +42,7 @@ type CreateSession struct {
 // alone; a metadata entry with a nil value is removed.
 type SessionUpdate struct {
 	Name     *string
+	Title    *string // "" clears it; kerneld then leaves it empty
 	Metadata map[string]*string
 	// Overrides, when not nil, replace the session's overrides; empty ones
 	// clear them.
@@ -58,7 +60,9 @@ type ListSessions struct {
 	// CreatedAfter and CreatedBefore, when set, bound the creation time
 	// (exclusive).
 	CreatedAfter, CreatedBefore time.Time
-	Page                        PageRequest
+	// Search selects sessions whose title or name contains it.
+	Search string
+	Page   PageRequest
 }
 
 // CreateSession creates a session for an agent, as a child of ParentID
@@ -72,6 +76,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		return session.Session{}, err
 	}
 	if err := k.validateSessionFields(req.Name, req.Metadata); err != nil {
+		return session.Session{}, err
+	}
+	if err := k.validateTitle(req.Title); err != nil {
 		return session.Session{}, err
 	}
 	if req.TTL < 0 {
@@ -94,6 +101,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		TTL: cmp.Or(req.TTL, k.retention.TTL), InheritMemory: req.InheritMemory,
 	}
 	s.Overrides = nonEmpty(req.Overrides)
+	if req.Title != "" {
+		s.Title, s.TitleSource = req.Title, session.TitleFromClient
+	}
 	s.Webhooks = req.Webhooks
 	if req.IdempotencyKey != "" {
 		s.RequestHash = creationHash(req)
@@ -169,6 +179,7 @@ func (k *Kernel) insertSession(ctx context.Context, s *session.Session, parentID
 	if err := k.store.CreateSession(ctx, *s); err != nil {
 		return fmt.Errorf("create session: %w", err)
 	}
+	k.feedChanged(s.Tenant, s.ID, FeedSessionCreated)
 	return nil
 }
 
@@ -260,7 +271,7 @@ func (k *Kernel) ListSessions(ctx context.Context, req ListSessions) (Page[sessi
 	items, err := k.store.ListSessions(ctx, SessionQuery{
 		Tenant: TenantFrom(ctx), Agent: req.Agent, State: req.State, ParentID: req.ParentID,
 		ForkedFrom: req.ForkedFrom, Metadata: req.Metadata, CreatedAfter: req.CreatedAfter, CreatedBefore: req.CreatedBefore,
-		After: after, Limit: limit + 1,
+		Search: req.Search, After: after, Limit: limit + 1,
 	})
 	if err != nil {
 		return Page[session.Session]{}, fmt.Errorf("list sessions: %w", err)
@@ -287,6 +298,11 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 	if err := k.checkSessionOverrides(s, u.Overrides); err != nil {
 		return session.Session{}, err
 	}
+	if u.Title != nil {
+		if err := k.validateTitle(*u.Title); err != nil {
+			return session.Session{}, err
+		}
+	}
 	id = s.ID // the key it is stored under
 	var out session.Session
 	err = k.updateSession(ctx, id, func(s *session.Session) error {
@@ -295,6 +311,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 		}
 		if u.Name != nil {
 			s.Name = *u.Name
+		}
+		if u.Title != nil {
+			s.Title, s.TitleSource, s.TitleLogged = *u.Title, session.TitleFromClient, false
 		}
 		if u.Overrides != nil {
 			s.Overrides = nonEmpty(u.Overrides)
@@ -311,6 +330,7 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 		return session.Session{}, err
 	}
 	out.Version++
+	k.feedChanged(out.Tenant, out.ID, FeedSessionUpdated)
 	return out, nil
 }
 
@@ -331,6 +351,14 @@ func mergeMetadata(m map[string]string, patch map[string]*string) map[string]str
 		}
 	}
 	return out
+}
+
+// validateTitle checks a title's length against the bound of names.
+func (k *Kernel) validateTitle(title string) error {
+	if len(title) > k.limits.MaxNameLength {
+		return errdefs.Invalid("title", fmt.Sprintf("longer than %d bytes", k.limits.MaxNameLength))
+	}
+	return nil
 }
 
 // validateSessionFields checks a session's name and metadata bounds.

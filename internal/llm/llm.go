@@ -86,8 +86,13 @@ type Request struct {
 	Turn     int
 }
 
-// PurposeSummary marks a Request that asks for a compaction summary.
-const PurposeSummary = "summary"
+// Purposes of a Request that is not a turn of a run.
+const (
+	// PurposeSummary marks a Request that asks for a compaction summary.
+	PurposeSummary = "summary"
+	// PurposeTitle marks a Request that asks for a session's title.
+	PurposeTitle = "title"
+)
 
 // ToolCallDelta is a piece of a streamed tool call. Index identifies the
 // call within the response; ID and Name arrive with its first piece.

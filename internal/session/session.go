@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
@@ -112,6 +113,16 @@ type SessionExt struct {
 	// Compaction is the session's latest compaction: from then on the
 	// model sees its summary and the messages from its FirstKept on.
 	Compaction *Compaction `json:"compaction,omitempty"`
+	// Title is what a list shows for the session: set by a client, or
+	// generated after its first run (TitleSource says which).
+	Title       string      `json:"title,omitempty"`
+	TitleSource TitleSource `json:"title_source,omitempty"`
+	// TitleLogged says kerneld.session.titled for a generated Title is in
+	// the log: one generated after its run ended is logged by the next.
+	TitleLogged bool `json:"title_logged,omitempty"`
+	// ReadCursors hold, per reader, the seq up to which the reader has
+	// read the session's log (see Unread).
+	ReadCursors map[string]int64 `json:"read_cursors,omitempty"`
 	// Webhooks are receivers the client named at creation for this
 	// session's events, beside the operator's and the agent's.
 	Webhooks []Webhook `json:"webhooks,omitempty"`
@@ -198,6 +209,7 @@ func (s Session) Clone() Session {
 	s.Metadata = maps.Clone(s.Metadata)
 	s.AgentState = bytes.Clone(s.AgentState)
 	s.Overrides = s.Overrides.Clone()
+	s.ReadCursors = maps.Clone(s.ReadCursors)
 	s.Webhooks = slices.Clone(s.Webhooks) // their Events are never changed in place
 	if s.Compaction != nil {
 		c := *s.Compaction
@@ -234,6 +246,9 @@ type Query struct {
 	// UpdatedBefore, when set, selects sessions last updated before it
 	// (retention deletes closed sessions some time after closing them).
 	UpdatedBefore time.Time
+	// Search, when set, selects sessions whose title or name contains it,
+	// ignoring the case of ASCII letters (as SQLite's lower() does).
+	Search string
 }
 
 // Matches reports whether s passes q's filters, After and Limit aside. A
@@ -258,5 +273,25 @@ func (q *Query) Matches(s *Session) bool {
 		!q.ExpiresBefore.IsZero() && (s.ExpiresAt.IsZero() || !s.ExpiresAt.Before(q.ExpiresBefore)):
 		return false
 	}
+	if q.Search != "" && !containsFold(s.Title, q.Search) && !containsFold(s.Name, q.Search) {
+		return false
+	}
 	return q.UpdatedBefore.IsZero() || s.UpdatedAt.Before(q.UpdatedBefore)
+}
+
+// containsFold reports whether s contains sub, ignoring the case of ASCII
+// letters only: every store then agrees, SQLite's lower() included.
+func containsFold(s, sub string) bool {
+	return strings.Contains(asciiLower(s), asciiLower(sub))
+}
+
+// asciiLower lowers the ASCII letters of s and leaves every other byte.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }

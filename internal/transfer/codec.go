@@ -92,10 +92,15 @@ func newLineReader(r io.Reader) *lineReader {
 	return &lineReader{r: bufio.NewReaderSize(r, 64<<10)}
 }
 
+// maxLine bounds a dump's line: far above any record kerneld writes (an
+// image is at most a few MiB), it keeps a file that is not a dump from
+// being read into memory whole. Tests lower it.
+var maxLine = 64 << 20
+
 // next reads the next line and returns its kind; io.EOF once none is
 // left. A last line without its newline was cut short: it is an error.
 func (lr *lineReader) next() (string, error) {
-	line, err := lr.r.ReadBytes('\n')
+	line, err := lr.readLine()
 	if errors.Is(err, io.EOF) {
 		if len(line) == 0 {
 			return "", io.EOF
@@ -113,6 +118,23 @@ func (lr *lineReader) next() (string, error) {
 		return "", lr.errorf("not a JSON record: %v", err)
 	}
 	return k.Kind, nil
+}
+
+// readLine reads up to and including the next newline, at most maxLine
+// bytes of it.
+func (lr *lineReader) readLine() ([]byte, error) {
+	var line []byte
+	for {
+		part, err := lr.r.ReadSlice('\n')
+		if len(line)+len(part) > maxLine {
+			lr.n++
+			return nil, lr.errorf("line is longer than %d bytes: not a kerneld dump", maxLine)
+		}
+		line = append(line, part...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+	}
 }
 
 // decode decodes the line read last into rec.

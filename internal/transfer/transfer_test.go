@@ -29,27 +29,22 @@ var targets = []struct {
 }
 
 func TestImport_MovesEverySessionSeqForSeq(t *testing.T) {
-	src := openSQLite(t)
-	f := seed(t, src, 3, 1100) // events take two pages
-	dump := export(t, src)
 	// A store that keeps no images or schedules gets a dump without them.
-	plainSrc := plain{openSQLite(t)}
-	plainF := seed(t, plainSrc, 3, 1100)
-	plainDump := export(t, plainSrc)
+	full, plainSrc := newSource(t, openSQLite(t)), newSource(t, plain{openSQLite(t)})
 	for _, tc := range targets {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := tc.open(t)
-			src, f, dump, extras := store(src), f, dump, 1
+			src, extras := full, 1
 			if !keepsAll(dst) {
-				src, f, dump, extras = plainSrc, plainF, plainDump, 0
+				src, extras = plainSrc, 0
 			}
-			sum, err := transfer.Import(t.Context(), dst, bytes.NewReader(dump), transfer.ImportOptions{})
+			sum, err := transfer.Import(t.Context(), dst, bytes.NewReader(src.dump), transfer.ImportOptions{})
 			require.NoError(t, err)
 			assert.Equal(t, 3, sum.Sessions)
 			assert.Equal(t, transfer.Counts{Runs: 9, Messages: 12, Memory: 6, Images: 3 * extras, Schedules: 3 * extras,
 				Events: 3*1100 + 0 + 1 + 2}, sum.Counts)
-			requireSameSessions(t, src, dst, f.ids)
-			rep, err := transfer.Verify(t.Context(), dst, bytes.NewReader(dump))
+			requireSameSessions(t, src.st, dst, src.f.ids)
+			rep, err := transfer.Verify(t.Context(), dst, bytes.NewReader(src.dump))
 			require.NoError(t, err)
 			assert.Empty(t, rep.Mismatches)
 			assert.Equal(t, 3, rep.Sessions)
@@ -93,13 +88,36 @@ func TestImport_TwiceRefuses(t *testing.T) {
 }
 
 func TestImport_CutShortResumes(t *testing.T) {
-	src := openSQLite(t)
-	f := seed(t, src, 3, 1100)
-	dump := export(t, src)
+	full, plainSrc := newSource(t, openSQLite(t)), newSource(t, plain{openSQLite(t)})
+	for _, tc := range targets[:3] {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := tc.open(t)
+			src := full
+			if !keepsAll(dst) {
+				src = plainSrc
+			}
+			testCutShortResumes(t, src, dst)
+		})
+	}
+}
+
+// source is a seeded store and its dump.
+type source struct {
+	st   store
+	f    fixture
+	dump []byte
+}
+
+func newSource(t *testing.T, st store) source {
+	f := seed(t, st, 3, 1100)
+	return source{st: st, f: f, dump: export(t, st)}
+}
+
+func testCutShortResumes(t *testing.T, src source, dst store) {
+	dump := src.dump
 	lines := bytes.SplitAfter(dump, []byte("\n"))
 	// Cut in the middle of the second session's events, and mid-line.
 	cut := len(bytes.Join(lines[:len(lines)/2], nil)) + 25
-	dst := openSQLite(t)
 
 	_, err := transfer.Import(t.Context(), dst, bytes.NewReader(dump[:cut]), transfer.ImportOptions{})
 	require.ErrorIs(t, err, errdefs.ErrInvalid)
@@ -115,7 +133,7 @@ func TestImport_CutShortResumes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, sum.Skipped)
 	assert.Equal(t, 2, sum.Sessions)
-	requireSameSessions(t, src, dst, f.ids)
+	requireSameSessions(t, src.st, dst, src.f.ids)
 	rep, err = transfer.Verify(t.Context(), dst, bytes.NewReader(dump))
 	require.NoError(t, err)
 	assert.Empty(t, rep.Mismatches)
@@ -221,7 +239,9 @@ func TestImport_RefusesBadDumps(t *testing.T) {
 		{"newer version", strings.Replace(header, `"version":1`, `"version":2`, 1) + "\n" + rest, "newer than this kerneld"},
 		{"altered record", strings.Replace(dump, "look <b>this</b>", "look <i>this</i>", 1), "altered or damaged"},
 		{"not JSON", header + "\n{oops\n", "not a JSON record"},
+		{"a line without end", header + "\n" + strings.Repeat("x", 1<<20), "longer than"},
 	}
+	defer transfer.SetMaxLine(len(dump))() // the dump's lines fit, the line without end does not
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := transfer.Import(t.Context(), openMemory(t), strings.NewReader(tc.dump), transfer.ImportOptions{})

@@ -46,6 +46,7 @@ type Store struct {
 
 	images    imageTable    // see images.go
 	schedules scheduleTable // see schedules.go
+	feeds     feedTable     // see feed.go
 }
 
 // record is one session with everything that belongs to it.

@@ -5,6 +5,9 @@ package postgres
 // it appended to, for the replicas that follow them.
 const eventsChannel = "kerneld_events"
 
+// signalsChannel carries the replicas' signals as JSON (see wireSignal).
+const signalsChannel = "kerneld_signals"
+
 // maxChannelBytes is the longest channel name Postgres keeps
 // (NAMEDATALEN - 1); longer names are cut to it.
 const maxChannelBytes = 63

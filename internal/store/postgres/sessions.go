@@ -233,6 +233,15 @@ func sessionFilters(q session.Query, prefix string, md map[string]string, a *arg
 	if !q.CreatedBefore.IsZero() {
 		add("$.created_at < " + a.add(microsAbove(q.CreatedBefore)))
 	}
+	if q.Search != "" {
+		// ASCII letters only are folded, as session.Query.Matches does.
+		fold := func(x string) string {
+			return "translate(" + x + ", 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
+		}
+		needle := fold(a.add(q.Search))
+		add("(strpos(" + fold("$.name") + ", " + needle + ") > 0 OR strpos(" +
+			fold("COALESCE($.ext::jsonb ->> 'title', '')") + ", " + needle + ") > 0)")
+	}
 	if !q.ExpiresBefore.IsZero() {
 		add("$.expires_at < " + a.add(microsAbove(q.ExpiresBefore))) // NULL, never expiring, fails it
 	}

@@ -306,6 +306,13 @@ func sessionFilters(q session.Query, prefix string, md map[string]string) (where
 	if !q.CreatedBefore.IsZero() {
 		add("$created_at < ?", microsAbove(q.CreatedBefore))
 	}
+	if q.Search != "" {
+		// Written out: add would take the $ of the JSON path for a prefix.
+		// lower() folds ASCII only, as session.Query.Matches does.
+		where = append(where, "(instr(lower("+prefix+"name), lower(?)) > 0 OR instr(lower(COALESCE(json_extract("+
+			prefix+"ext, '$.title'), '')), lower(?)) > 0)")
+		args = append(args, q.Search, q.Search)
+	}
 	// unlikely() tells the planner these ranges select few sessions, so it
 	// uses their indexes rather than scanning in listing order to skip a
 	// sort.

@@ -28,6 +28,11 @@ func testSessionListCombined(t *testing.T, st kernel.Store) {
 			if i%5 == 0 {
 				s.ParentID, s.RootID, s.Depth = parent.ID, parent.ID, 1
 			}
+			if i%3 == 0 {
+				s.Title = fmt.Sprint("Trip to Paris ", i%4)
+			} else if i%7 == 0 {
+				s.Name = "paris notes"
+			}
 		}))
 	}
 	// A deleted session leaves every index.
@@ -74,6 +79,9 @@ func combinedQueries(parentID string) []struct {
 		{"everything", kernel.SessionQuery{Tenant: "acme", Metadata: both, Agent: "coder", State: session.StateRunning, CreatedAfter: at(1), CreatedBefore: at(40)}, false},
 		{"entries no session has together", kernel.SessionQuery{Tenant: "acme", Metadata: map[string]string{"user": "u1", "team": "nobody"}}, true},
 		{"unknown tenant", kernel.SessionQuery{Tenant: "nobody", Metadata: user}, true},
+		{"title or name, any case", kernel.SessionQuery{Tenant: "acme", Search: "PARIS"}, false},
+		{"title and metadata", kernel.SessionQuery{Tenant: "acme", Search: "paris 2", Metadata: map[string]string{"team": "t0"}}, false},
+		{"a title no session has", kernel.SessionQuery{Tenant: "acme", Search: "London"}, true},
 	}
 }
 

@@ -57,7 +57,7 @@ func TestImport_RefusesImagesAStoreCannotKeep(t *testing.T) {
 	seed(t, src, 1, 3)
 	_, err := transfer.Import(t.Context(), plain{openSQLite(t)}, bytes.NewReader(export(t, src)), transfer.ImportOptions{})
 	require.ErrorIs(t, err, errdefs.ErrUnprocessable)
-	assert.Equal(t, "images_unsupported", errdefs.CodeOf(err))
+	assert.Equal(t, errdefs.CodeImagesUnsupported, errdefs.CodeOf(err))
 }
 
 func TestImport_TwiceRefuses(t *testing.T) {

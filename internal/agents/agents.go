@@ -38,6 +38,7 @@ type Spec struct {
 	MaxTurns     int       // model calls per run; default 16
 	Limits       Limits
 	Memory       MemoryPolicy
+	Stream       StreamPolicy
 	File         string // the file it was loaded from ("" when built in code)
 	// MCPServers are the Model Context Protocol servers whose tools the
 	// agent may call, as <server>__<tool>.
@@ -124,6 +125,14 @@ const (
 	RetrySafe  = "safe"
 	RetryNever = "never"
 )
+
+// StreamPolicy says how a run's events are logged and streamed.
+type StreamPolicy struct {
+	// MergeDeltas merges the consecutive deltas of one message that queue
+	// up while the store commits into one event (agent file
+	// stream.merge_deltas, default true; false in a Spec built in code).
+	MergeDeltas bool
+}
 
 // Limits bound what one run of the agent may do.
 type Limits struct {

@@ -62,6 +62,7 @@ func parse(data []byte, getenv func(string) string) (Spec, error) {
 		return Spec{}, err
 	}
 	s := defaultSpec()
+	s.Stream.MergeDeltas = true
 	s.unsetEnv = map[string][]string{}
 	expandEnv(root, "", getenv, s.unsetEnv)
 	err = decodeMapping("", root, map[string]fieldFunc{
@@ -83,6 +84,9 @@ func parse(data []byte, getenv func(string) string) (Spec, error) {
 				"max_history_messages": value(&s.Memory.MaxHistoryMessages),
 				"compaction":           func(p string, n *yaml.Node) error { return decodeCompaction(p, n, &s.Memory.Compaction) },
 			})
+		},
+		"stream": func(p string, n *yaml.Node) error {
+			return decodeMapping(p, n, map[string]fieldFunc{"merge_deltas": value(&s.Stream.MergeDeltas)})
 		},
 		"mcp_servers":      func(p string, n *yaml.Node) error { return decodeMCPServers(p, n, &s.MCPServers) },
 		"approval_timeout": duration(&s.ApprovalTimeout),

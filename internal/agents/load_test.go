@@ -139,6 +139,7 @@ func TestLoad(t *testing.T) {
 			AtTokens: 4000, KeepLast: 6, Model: "gpt-4o-mini", Prompt: "Summarise.",
 		}},
 		Overrides: agents.OverridePolicy{Models: []string{"gpt-4o"}, ReasoningEffort: true, Temperature: true},
+		Stream:    agents.StreamPolicy{MergeDeltas: true}, // the default of a file that does not say
 		File:      filepath.Join(dir, "helper.yaml"),
 		Provider:  got.Provider,
 
@@ -390,4 +391,21 @@ func TestLoad_UnavailableAgent_Alternative(t *testing.T) {
 		"or set model.base_url (OPENAI_BASE_URL not set) to a server that needs no key", env.Unavailable)
 	plain, _ := r.Get("plain")
 	assert.Equal(t, "model.api_key is empty; or set model.base_url to a server that needs no key", plain.Unavailable)
+}
+
+// TestLoad_StreamMergeDeltas: an agent file may turn off the merging of
+// delta bursts, which is on unless it says so.
+func TestLoad_StreamMergeDeltas(t *testing.T) {
+	dir := mustWriteDir(t, map[string]string{
+		"merged.yaml": "name: merged\nmodel: {provider: scripted, script: [{text: hi}]}\n",
+		"tokens.yaml": "name: tokens\nmodel: {provider: scripted, script: [{text: hi}]}\nstream: {merge_deltas: false}\n",
+	})
+	reg, err := agents.Load(dir, testOptions(nil))
+	require.NoError(t, err)
+	merged, err := reg.Get("merged")
+	require.NoError(t, err)
+	tokens, err := reg.Get("tokens")
+	require.NoError(t, err)
+	assert.True(t, merged.Stream.MergeDeltas, "the default")
+	assert.False(t, tokens.Stream.MergeDeltas, "merge_deltas: false")
 }

@@ -220,7 +220,7 @@ func startEvents(r session.Run, inputID string) []session.Event {
 // admitted says the run's admission holds its concurrent place already;
 // otherwise it is counted now.
 func (k *Kernel) launch(h *held, ar *activeRun, spec agents.Spec, admitted bool) {
-	ar.events = newEventWriter(k, ar, h, ar.logged)
+	ar.events = newEventWriter(k, ar, h, ar.logged, writerPolicy{prompt: true, mergeDeltas: spec.Stream.MergeDeltas})
 	h.mu.Lock()
 	h.active = ar
 	h.mu.Unlock()

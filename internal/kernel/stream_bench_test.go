@@ -26,7 +26,7 @@ func BenchmarkStreamingSessions(b *testing.B) {
 		open func(b *testing.B) kernel.Store
 	}{
 		{"memory", func(*testing.B) kernel.Store { return memory.New() }},
-		{"sqlite", openSQLite},
+		{"sqlite", func(b *testing.B) kernel.Store { return openSQLite(b) }},
 	}
 	for _, st := range stores {
 		for _, n := range []int{1, 100, 1000} {
@@ -38,15 +38,15 @@ func BenchmarkStreamingSessions(b *testing.B) {
 }
 
 // openSQLite opens a SQLite store in a temporary directory. It is closed
-// when b ends, after the kernel's own cleanup has closed the kernel.
-func openSQLite(b *testing.B) kernel.Store {
-	db, err := sqlite.Open(b.Context(), sqlite.Options{Path: filepath.Join(b.TempDir(), "kerneld.db")})
+// when tb ends, after the kernel's own cleanup has closed the kernel.
+func openSQLite(tb testing.TB) kernel.Store {
+	db, err := sqlite.Open(tb.Context(), sqlite.Options{Path: filepath.Join(tb.TempDir(), "kerneld.db")})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() {
+	tb.Cleanup(func() {
 		if err := db.Close(); err != nil {
-			b.Error(err)
+			tb.Error(err)
 		}
 	})
 	return db

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,6 +18,13 @@ import (
 // memory without bound.
 const maxPending = 4096
 
+// idleGap is how long a writer must have had nothing to do for the next
+// event to count as the first after a pause: it is delivered before the
+// run goes on (see eventWriter.queue). A model streaming at reading speed
+// leaves gaps far longer between its tokens; one streaming from a cache
+// leaves none.
+const idleGap = 2 * time.Millisecond
+
 // eventWriter appends one run's events to the log in the background. A run
 // streams tokens far faster than a durable store commits one transaction
 // each, so the writer appends everything that queued up while its
@@ -26,6 +35,13 @@ const maxPending = 4096
 // is durable, in seq order, and flush is the barrier before anything that
 // depends on the log (recording a message, running a tool, ending a run).
 // The writer's goroutine is owned by the run's goroutine, which closes it.
+//
+// Batches grow only while an append is in flight, never by waiting: the
+// run's first token, and the first event after a pause, are delivered
+// before the run goes on, so a client sees them at once however long the
+// answer is, and however the scheduler favours a model streaming at full
+// speed over the goroutines that carry events to clients. Deltas of one
+// message that queue up behind an append are merged (see merge.go).
 //
 // A store that cannot take the append for now (unreachable, out of space:
 // errdefs.ErrUnavailable) pauses the run rather than ending it: the writer
@@ -51,14 +67,30 @@ type eventWriter struct {
 	// lastQueued is when the last event was queued, or the writer made:
 	// the stall watch reads it.
 	lastQueued time.Time
-	done       chan struct{} // closed when the goroutine exits
+	// sentDelta is set once a delta of the run was queued: the first one
+	// is delivered before the run goes on.
+	sentDelta bool
+	prompt    bool // see writerPolicy
+	merger    deltaMerger
+	done      chan struct{} // closed when the goroutine exits
+}
+
+// writerPolicy says how a writer batches.
+type writerPolicy struct {
+	// prompt delivers the run's first delta, and the first event after a
+	// pause, before the run goes on. Runs always do; some tests of
+	// batching need writes that never wait for the store.
+	prompt bool
+	// mergeDeltas merges deltas that queue up behind an append (merge.go).
+	mergeDeltas bool
 }
 
 // newEventWriter returns the writer of ar, a run of the session h holds,
 // whose log ends at seq last.
-func newEventWriter(k *Kernel, ar *activeRun, h *held, last int64) *eventWriter {
+func newEventWriter(k *Kernel, ar *activeRun, h *held, last int64, p writerPolicy) *eventWriter {
 	w := &eventWriter{k: k, ctx: context.WithoutCancel(ar.ctx), giveUp: h.ctx.Done(), token: h.token,
-		sessionID: ar.run.SessionID, runID: ar.run.ID, last: last, done: make(chan struct{}), lastQueued: k.now()}
+		sessionID: ar.run.SessionID, runID: ar.run.ID, last: last, done: make(chan struct{}), lastQueued: k.now(),
+		prompt: p.prompt, merger: deltaMerger{on: p.mergeDeltas}}
 	w.cond = sync.NewCond(&w.mu)
 	go w.loop()
 	return w
@@ -70,8 +102,9 @@ var errSealed = errors.New("the run has ended")
 
 // write queues evs, stamped now, for appending; an event that names no
 // run is the writer's run's. Only the run's goroutine calls it. It waits
-// only while too many events are pending, and fails once an append has
-// failed or the run's end is queued.
+// while too many events are pending, and for the run's first delta and
+// the first event after a pause to be delivered; it fails once an append
+// has failed or the run's end is queued.
 func (w *eventWriter) write(evs ...session.Event) error { return w.queue(false, evs) }
 
 // writeLast queues the run's final events; every later write fails.
@@ -86,20 +119,58 @@ func (w *eventWriter) queue(last bool, evs []session.Event) error {
 		}
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	for len(w.pending) >= maxPending && w.err == nil {
 		w.cond.Wait()
 	}
 	switch {
 	case w.err != nil:
-		return w.err
+		err := w.err
+		w.mu.Unlock()
+		return err
 	case w.sealed:
+		w.mu.Unlock()
 		return errSealed
 	}
+	urgent := w.urgentLocked(now, evs)
 	w.sealed, w.lastQueued = last, now
-	w.pending = append(w.pending, evs...)
+	for _, ev := range evs {
+		w.pending = w.merger.add(w.pending, ev)
+	}
 	w.cond.Broadcast()
-	return nil
+	if !urgent {
+		w.mu.Unlock()
+		return nil
+	}
+	err := w.waitLocked()
+	w.mu.Unlock()
+	// The events are with the observers, whose streams were woken: let
+	// them write before the run goes on. On one CPU a model streaming at
+	// full speed would otherwise keep them waiting for a time slice.
+	runtime.Gosched()
+	return err
+}
+
+// urgentLocked reports whether evs, queued at now, are to be delivered
+// before the run goes on: the writer is idle and they hold the run's
+// first delta, or come after a pause. Otherwise the writer is busy and
+// they join the next batch, or it is about to take them at once.
+func (w *eventWriter) urgentLocked(now time.Time, evs []session.Event) bool {
+	first := false
+	if !w.sentDelta {
+		first = slices.ContainsFunc(evs, func(ev session.Event) bool { return ev.Type.IsDelta() })
+		w.sentDelta = first
+	}
+	idle := !w.busy && len(w.pending) == 0
+	return w.prompt && idle && (first || now.Sub(w.lastQueued) >= idleGap)
+}
+
+// waitLocked waits until every event queued so far is durable and
+// observed, or an append failed.
+func (w *eventWriter) waitLocked() error {
+	for (len(w.pending) > 0 || w.busy) && w.err == nil {
+		w.cond.Wait()
+	}
+	return w.err
 }
 
 // flush waits until every event written so far is durable and observed,
@@ -107,10 +178,8 @@ func (w *eventWriter) queue(last bool, evs []session.Event) error {
 func (w *eventWriter) flush() (int64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for (len(w.pending) > 0 || w.busy) && w.err == nil {
-		w.cond.Wait()
-	}
-	return w.last, w.err
+	err := w.waitLocked()
+	return w.last, err
 }
 
 // close flushes and stops the goroutine.
@@ -159,11 +228,11 @@ func (w *eventWriter) take() ([]session.Event, bool) {
 			return nil, false
 		}
 		if w.err == nil {
-			batch := w.pending
+			batch := w.merger.finishBatch(w.pending)
 			w.pending, w.busy = nil, true
 			return batch, true
 		}
-		w.pending = nil
+		w.pending = w.merger.finishBatch(nil)
 		w.cond.Broadcast()
 	}
 }

@@ -68,7 +68,7 @@ func testWriter(t *testing.T, k *Kernel, id string, token int64) *eventWriter {
 	t.Helper()
 	h := &held{id: id, token: token, ctx: t.Context()}
 	ar := &activeRun{run: session.Run{ID: "r1", SessionID: id}, ctx: context.Background()}
-	return newEventWriter(k, ar, h, 0)
+	return newEventWriter(k, ar, h, 0, writerPolicy{})
 }
 
 // TestEventWriter_Coalesces: events written while an append commits go

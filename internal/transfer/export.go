@@ -252,7 +252,7 @@ func readMessages(ctx context.Context, src Source, id string, emit func(any) err
 // readEvents emits a session's events with seqs up to last.
 func readEvents(ctx context.Context, src Source, id string, last int64, emit func(any) error) error {
 	for after := int64(0); after < last; {
-		page, err := src.ReadEvents(ctx, id, after, int(min(eventPage, last-after)))
+		page, err := src.ReadEvents(ctx, id, after, int(min(int64(eventPage), last-after)))
 		if err != nil {
 			return fmt.Errorf("read events: %w", err)
 		}

@@ -18,7 +18,7 @@ import (
 func TestExport_PagesThroughEverything(t *testing.T) {
 	src := openMemory(t)
 	var ids []string
-	for i := range 230 { // sessions: three pages
+	for i := range 23 { // sessions: four pages
 		s := session.Session{ID: session.NewID(), Tenant: fmt.Sprint("t", i%3), Agent: "echo",
 			State: session.StateActive, CreatedAt: at(i % 7), UpdatedAt: at(i)} // equal times: the cursor's id decides
 		s.RootID = s.ID
@@ -28,23 +28,23 @@ func TestExport_PagesThroughEverything(t *testing.T) {
 	big := ids[17]
 	token, err := src.AcquireLease(t.Context(), big, "test", time.Minute)
 	require.NoError(t, err)
-	for j := range 450 { // runs: three pages
+	for j := range 12 { // runs: three pages
 		require.NoError(t, src.CreateRun(t.Context(), session.Run{ID: session.NewID(), SessionID: big,
 			State: session.RunSucceeded, Input: fmt.Sprint("input ", j), CreatedAt: at(j)}, session.RunConstraints{}))
 	}
 	var msgs []session.Message
-	for j := range 1200 { // messages: three pages
+	for j := range 10 { // messages: three pages
 		msgs = append(msgs, session.Message{ID: fmt.Sprint("m", j), SessionID: big, Role: session.RoleUser,
 			Content: fmt.Sprint("message ", j), CreatedAt: at(j)})
 	}
 	require.NoError(t, src.AppendMessages(t.Context(), token, msgs...))
-	seedEvents(t, src, big, token, 2500)
+	seedEvents(t, src, big, token, 120)
 
 	var dump bytes.Buffer
 	sum, err := transfer.Export(t.Context(), src, &dump, transfer.ExportOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, 230, sum.Sessions)
-	assert.Equal(t, transfer.Counts{Runs: 450, Messages: 1200, Events: 2500}, sum.Counts)
+	assert.Equal(t, 23, sum.Sessions)
+	assert.Equal(t, transfer.Counts{Runs: 12, Messages: 10, Events: 120}, sum.Counts)
 
 	dst := openMemory(t)
 	_, err = transfer.Import(t.Context(), dst, bytes.NewReader(dump.Bytes()), transfer.ImportOptions{})
@@ -52,5 +52,5 @@ func TestExport_PagesThroughEverything(t *testing.T) {
 	requireSameSessions(t, src, dst, ids)
 	runs, err := dst.ListRuns(t.Context(), big, session.RunQuery{Limit: 1})
 	require.NoError(t, err)
-	assert.Equal(t, "input 449", runs[0].Input, "runs keep their order: the newest lists first")
+	assert.Equal(t, "input 11", runs[0].Input, "runs keep their order: the newest lists first")
 }

@@ -60,8 +60,8 @@ type scheduleTarget interface {
 }
 
 // Page sizes: how many records of a kind are read, or written, at once.
-// They bound the memory a transfer holds.
-const (
+// They bound the memory a transfer holds. Tests lower them.
+var (
 	sessionPage = 100
 	runPage     = 200
 	messagePage = 500

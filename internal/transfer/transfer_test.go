@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,13 @@ import (
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/transfer"
 )
+
+// TestMain lowers the page sizes, so that a few records turn every paging
+// loop.
+func TestMain(m *testing.M) {
+	transfer.SetPages(7, 5, 4, 50)
+	os.Exit(m.Run())
+}
 
 // targets are the stores a dump is imported into.
 var targets = []struct {
@@ -42,7 +50,7 @@ func TestImport_MovesEverySessionSeqForSeq(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, 3, sum.Sessions)
 			assert.Equal(t, transfer.Counts{Runs: 9, Messages: 12, Memory: 6, Images: 3 * extras, Schedules: 3 * extras,
-				Events: 3*1100 + 0 + 1 + 2}, sum.Counts)
+				Events: 3*110 + 0 + 1 + 2}, sum.Counts)
 			requireSameSessions(t, src.st, dst, src.f.ids)
 			rep, err := transfer.Verify(t.Context(), dst, bytes.NewReader(src.dump))
 			require.NoError(t, err)
@@ -109,7 +117,7 @@ type source struct {
 }
 
 func newSource(t *testing.T, st store) source {
-	f := seed(t, st, 3, 1100)
+	f := seed(t, st, 3, 110) // events take three pages
 	return source{st: st, f: f, dump: export(t, st)}
 }
 
@@ -180,12 +188,12 @@ func (f *failingTarget) AppendMessages(ctx context.Context, token int64, msgs ..
 
 func TestImport_StoreFailureResumes(t *testing.T) {
 	src := openSQLite(t)
-	f := seed(t, src, 3, 1100)
+	f := seed(t, src, 3, 110)
 	dump := export(t, src)
-	// Appends are: the first session's messages, its two pages of events,
-	// then the second session's. Fail the first, the second page of
-	// events (the first is in) and the second session's messages.
-	for _, n := range []int{1, 3, 4} {
+	// Appends are: the first session's messages, its three pages of
+	// events, then the second session's. Fail the first, the second page
+	// of events (the first is in) and the second session's messages.
+	for _, n := range []int{1, 3, 5} {
 		dst := openSQLite(t)
 		_, err := transfer.Import(t.Context(), &failingTarget{fullStore: dst.(fullStore), n: n}, bytes.NewReader(dump), transfer.ImportOptions{})
 		require.ErrorIs(t, err, errInjected, "fail append %d", n)

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -195,7 +196,9 @@ func New(tb testing.TB, opts Options) *Kernel {
 
 // mustAgents loads agent definitions through the real loader, from files
 // in the directory it returns. Agents never read the environment: their
-// files name every value.
+// files name every value. An agent whose file does not say how it streams
+// logs every delta as it came (stream.merge_deltas false), so tests that
+// count frames count tokens, whatever the machine's load.
 func mustAgents(tb testing.TB, defs []string, extra map[string]llm.Factory, reg *tools.Registry) (*agents.Registry, string) {
 	tb.Helper()
 	if defs == nil {
@@ -205,6 +208,9 @@ func mustAgents(tb testing.TB, defs []string, extra map[string]llm.Factory, reg 
 	maps.Copy(providers, extra)
 	dir := tb.TempDir()
 	for i, d := range defs {
+		if !strings.Contains(d, "\nstream:") {
+			d = strings.TrimRight(d, "\n") + "\nstream: {merge_deltas: false}\n"
+		}
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("agent%d.yaml", i)), []byte(d), 0o600); err != nil {
 			tb.Fatal(err)
 		}

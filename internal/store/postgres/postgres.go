@@ -53,6 +53,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -194,6 +195,19 @@ func (s *Store) Schema() string { return s.schema }
 // inTx runs fn in a transaction, committing if it returns nil. An error
 // of Postgres refusing the write is an *errdefs.StorageError.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	err := pgx.BeginFunc(ctx, s.pool, fn)
-	return unavailable(ctx, err)
+	err := unavailable(ctx, pgx.BeginFunc(ctx, s.pool, fn))
+	if lost(err) {
+		// The pool's other idle connections are most likely gone too (a
+		// restart, a failover, terminated backends): drop them now rather
+		// than fail one write on each.
+		s.pool.Reset()
+	}
+	return err
+}
+
+// lost reports whether err says the connection to Postgres was lost or
+// could not be made.
+func lost(err error) bool {
+	se, ok := errors.AsType[*errdefs.StorageError](err)
+	return ok && (se.Reason == reasonUnreachable || strings.HasPrefix(se.Reason, reasonConnection))
 }

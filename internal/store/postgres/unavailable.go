@@ -13,6 +13,12 @@ import (
 	"github.com/kerneld/kerneld/internal/errdefs"
 )
 
+// The reasons of a connection that failed or could not be made.
+const (
+	reasonConnection  = "the connection to Postgres failed"
+	reasonUnreachable = "Postgres cannot be reached"
+)
+
 // refusals are the SQLSTATEs (or their classes, two characters) that mean
 // Postgres cannot take a write now for a reason that passes, and what a
 // client is told of each: the request was fine, so it hears 503
@@ -27,7 +33,7 @@ var refusals = []struct{ code, reason string }{
 	{"57P02", "Postgres is restarting"},
 	{"57P03", "Postgres is starting up"},
 	{"58", "Postgres failed a disk operation"},
-	{"08", "the connection to Postgres failed"},
+	{"08", reasonConnection},
 }
 
 // unavailable returns err as an *errdefs.StorageError when it is one of
@@ -49,7 +55,7 @@ func unavailable(ctx context.Context, err error) error {
 		return err
 	}
 	if unreachable(err) {
-		return errdefs.Storage("Postgres cannot be reached", err)
+		return errdefs.Storage(reasonUnreachable, err)
 	}
 	return err
 }

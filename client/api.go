@@ -183,6 +183,18 @@ func (c *Client) DecideApproval(ctx context.Context, id, runID, toolCallID strin
 	return out, err
 }
 
+// Inbox returns one page of the approvals waiting across the caller's
+// sessions, oldest first, optionally of one agent's (GET /approvals).
+// Decide each with DecideApproval(item.SessionID, item.RunID,
+// item.ToolCallID, ...).
+func (c *Client) Inbox(ctx context.Context, agent string, page Page) (InboxPage, error) {
+	q := page.values()
+	setNonEmpty(q, "agent", agent)
+	var out InboxPage
+	err := c.do(ctx, request{method: http.MethodGet, path: "/approvals", query: q}, &out)
+	return out, err
+}
+
 // ListMessages returns one page of a session's conversation history,
 // oldest first (GET /sessions/{id}/messages).
 func (c *Client) ListMessages(ctx context.Context, id string, page Page) (MessagePage, error) {

@@ -658,3 +658,42 @@ func TestConversationControl(t *testing.T) {
 	require.NotNil(t, compaction.Summary)
 	assert.Contains(t, compaction.Summary.Content, "They counted.")
 }
+
+// TestInboxAndAlways: the inbox lists a waiting call with where to decide
+// it; "always" from the client decides it and the tool's other call, and
+// the session shows the standing approval and its permission mode.
+func TestInboxAndAlways(t *testing.T) {
+	c, _ := newClient(t, httpapitest.Options{})
+	ctx := t.Context()
+	s, err := c.CreateSession(ctx, client.CreateSessionRequest{Agent: "gated", PermissionMode: "read_only_auto"})
+	require.NoError(t, err)
+	assert.Equal(t, "read_only_auto", s.PermissionMode)
+	_, err = c.CreateSession(ctx, client.CreateSessionRequest{Agent: "gated", PermissionMode: "auto"})
+	requireProblem(t, err, http.StatusUnprocessableEntity, "permission_mode_not_allowed")
+	run, err := c.CreateRun(ctx, s.ID, client.CreateRunRequest{Input: "save"})
+	require.NoError(t, err)
+	var inbox client.InboxPage
+	require.Eventually(t, func() bool {
+		inbox, err = c.Inbox(ctx, "gated", client.Page{})
+		return err == nil && len(inbox.Data) == 2
+	}, 10*time.Second, 5*time.Millisecond, "the inbox never showed the run's two calls")
+	item := inbox.Data[0]
+	assert.Equal(t, s.ID, item.SessionID)
+	assert.Equal(t, run.ID, item.RunID)
+	assert.Equal(t, "memory_set", item.ToolName)
+	a, err := c.DecideApproval(ctx, item.SessionID, item.RunID, item.ToolCallID, client.Decision{Decision: client.Always})
+	require.NoError(t, err)
+	assert.Equal(t, "approved", a.State)
+	require.Eventually(t, func() bool {
+		r, err := c.GetRun(ctx, s.ID, run.ID)
+		return err == nil && r.State == "succeeded"
+	}, 10*time.Second, 5*time.Millisecond, "the other memory_set call needed no second decision")
+	inbox, err = c.Inbox(ctx, "", client.Page{})
+	require.NoError(t, err)
+	assert.Empty(t, inbox.Data)
+	got, err := c.GetSession(ctx, s.ID)
+	require.NoError(t, err)
+	require.Len(t, got.AlwaysApproved, 1)
+	assert.Equal(t, "memory_set", got.AlwaysApproved[0].ToolName)
+	assert.Equal(t, item.ToolCallID, got.AlwaysApproved[0].ToolCallID)
+}

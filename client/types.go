@@ -81,6 +81,11 @@ type Session struct {
 	Inherit     *Inherit          `json:"inherit"`
 	Overrides   *Overrides        `json:"overrides"`
 	ForkedFrom  *ForkedFrom       `json:"forked_from"`
+	// PermissionMode is how its calls that need approval get it: ask,
+	// read_only_auto or auto.
+	PermissionMode string `json:"permission_mode"`
+	// AlwaysApproved are the standing approvals given with Always.
+	AlwaysApproved []StandingApproval `json:"always_approved"`
 	// ClosedReason says why a closed session was closed.
 	ClosedReason string    `json:"closed_reason"`
 	CreatedAt    time.Time `json:"created_at"`
@@ -120,13 +125,25 @@ type CreateSessionRequest struct {
 	TTL       string                     `json:"ttl,omitempty"` // e.g. "24h"
 	Inherit   *Inherit                   `json:"inherit,omitempty"`
 	Overrides *Overrides                 `json:"overrides,omitempty"`
+	// PermissionMode is ask (the default), read_only_auto or auto, within
+	// what the agent allows.
+	PermissionMode string `json:"permission_mode,omitempty"`
+}
+
+// StandingApproval approves, without asking, a tool's calls in a session
+// (with exactly Arguments when they are not null).
+type StandingApproval struct {
+	ToolName   string          `json:"tool_name"`
+	Arguments  json.RawMessage `json:"arguments"`
+	ToolCallID string          `json:"tool_call_id"`
 }
 
 // UpdateSessionRequest is the body of PATCH /sessions/{id}. A nil Name
 // leaves the name alone; a Metadata value of nil removes its key.
 type UpdateSessionRequest struct {
-	Name     *string            `json:"name,omitempty"`
-	Metadata map[string]*string `json:"metadata,omitempty"`
+	Name           *string            `json:"name,omitempty"`
+	Metadata       map[string]*string `json:"metadata,omitempty"`
+	PermissionMode *string            `json:"permission_mode,omitempty"`
 }
 
 // ListSessionsOptions filter and page GET /sessions.
@@ -251,6 +268,8 @@ type RunPage struct {
 const (
 	Approve = "approve"
 	Deny    = "deny"
+	// Always approves the call and the tool's later calls in the session.
+	Always = "always"
 )
 
 // Approval is a tool call that needs a person's decision.
@@ -269,6 +288,22 @@ type Approval struct {
 type Decision struct {
 	Decision string `json:"decision"`
 	Reason   string `json:"reason,omitempty"`
+	// SameArguments limits Always to later calls with the same arguments.
+	SameArguments bool `json:"same_arguments,omitempty"`
+}
+
+// InboxItem is an approval waiting in the inbox, with where to decide it.
+type InboxItem struct {
+	Approval
+	SessionID string `json:"session_id"`
+	Agent     string `json:"agent"`
+	RunID     string `json:"run_id"`
+}
+
+// InboxPage is one page of the inbox; NextCursor is "" on the last.
+type InboxPage struct {
+	Data       []InboxItem `json:"data"`
+	NextCursor string      `json:"next_cursor"`
 }
 
 // Message is one message of a session's conversation history.

@@ -69,6 +69,10 @@ type Spec struct {
 	// Guard, when set, is asked before each tool call (and each run, if it
 	// says so) whether the agent may go ahead; see hooks.go.
 	Guard *GuardSpec
+	// PermissionModes are the permission modes a session of the agent may
+	// choose (agent file `permission_modes`); default ask and
+	// read_only_auto. Ask is always allowed: it is the strictest.
+	PermissionModes []string
 	// Webhooks receive the events of the agent's sessions.
 	Webhooks []WebhookSpec
 	// Provider is built from Model by the provider's factory. It is nil
@@ -113,6 +117,41 @@ type ToolRef struct {
 	// leaves it to the tool (tools.Definition.RetrySafe).
 	Retry string
 }
+
+// Permission modes: how a session's tool calls that need approval get it
+// (Spec.PermissionModes).
+const (
+	// PermissionAsk asks a person for every such call (the default).
+	PermissionAsk = "ask"
+	// PermissionReadOnlyAuto approves, without asking, the calls of tools
+	// that say they only read (MCP readOnlyHint, a built-in's own flag).
+	PermissionReadOnlyAuto = "read_only_auto"
+	// PermissionAuto approves every call without asking.
+	PermissionAuto = "auto"
+)
+
+// PermissionModes lists the permission modes, strictest first.
+var PermissionModes = []string{PermissionAsk, PermissionReadOnlyAuto, PermissionAuto}
+
+// AllowsPermissionMode reports whether a session of the agent may choose
+// mode m.
+func (s Spec) AllowsPermissionMode(m string) bool {
+	allowed := s.PermissionModes
+	if allowed == nil {
+		allowed = defaultPermissionModes
+	}
+	return m == PermissionAsk || slices.Contains(allowed, m)
+}
+
+// AllowedPermissionModes lists the modes a session of the agent may
+// choose, strictest first.
+func (s Spec) AllowedPermissionModes() []string {
+	return slices.DeleteFunc(slices.Clone(PermissionModes), func(m string) bool { return !s.AllowsPermissionMode(m) })
+}
+
+// defaultPermissionModes are the modes an agent file that lists none
+// allows: auto, which runs every gated tool unasked, must be chosen.
+var defaultPermissionModes = []string{PermissionAsk, PermissionReadOnlyAuto}
 
 // What becomes of a run its process left unfinished (Spec.OnCrash).
 const (

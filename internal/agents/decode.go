@@ -92,6 +92,7 @@ func parse(data []byte, getenv func(string) string) (Spec, error) {
 		"approval_timeout": duration(&s.ApprovalTimeout),
 		"max_resumes":      value(&s.MaxResumes),
 		"on_crash":         value(&s.OnCrash),
+		"permission_modes": value(&s.PermissionModes),
 		"title_model":      value(&s.TitleModel),
 		"child_agents":     value(&s.ChildAgents),
 		"client_tools": func(p string, n *yaml.Node) error {

@@ -271,6 +271,7 @@ func TestLoad_Rejects(t *testing.T) {
 		{"compaction without threshold", "name: x\n" + model + "memory: {compaction: {keep_last: 2}}\n", "memory.compaction: set exactly one of at_tokens and at_messages"},
 		{"compaction with both thresholds", "name: x\n" + model + "memory: {compaction: {at_tokens: 9, at_messages: 9, keep_last: 2}}\n", "memory.compaction: set exactly one"},
 		{"compaction keeps nothing", "name: x\n" + model + "memory: {compaction: {at_messages: 9}}\n", "memory.compaction.keep_last: must be at least 1"},
+		{"unknown permission mode", "name: x\n" + model + "permission_modes: [ask, yolo]\n", `permission_modes: "yolo" is not one of ask, read_only_auto, auto`},
 		{"compaction keeps all", "name: x\n" + model + "memory: {compaction: {at_messages: 4, keep_last: 4}}\n", "memory.compaction.keep_last: must be less than at_messages (4)"},
 		{"compaction unknown field", "name: x\n" + model + "memory: {compaction: {at_tokens: 9, keep_last: 2, every: 3}}\n", "memory.compaction.every: unknown field"},
 		{"limits not a mapping", "name: x\n" + model + "limits: 5\n", "limits: must be a mapping"},

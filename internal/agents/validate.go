@@ -178,6 +178,11 @@ func validateLimits(s Spec) error {
 	case s.OnCrash != OnCrashContinue && s.OnCrash != OnCrashInterrupt:
 		return fieldError("on_crash", "must be %q or %q, got %q", OnCrashContinue, OnCrashInterrupt, s.OnCrash)
 	}
+	for _, m := range s.PermissionModes {
+		if !slices.Contains(PermissionModes, m) {
+			return fieldError("permission_modes", "%q is not one of %s", m, strings.Join(PermissionModes, ", "))
+		}
+	}
 	return nil
 }
 

@@ -48,6 +48,8 @@ type agentResponse struct {
 	UnavailableReason  *string                  `json:"unavailable_reason"`
 	MCPServers         []agentMCPServerResponse `json:"mcp_servers"`
 	Overrides          agentOverridesResponse   `json:"overrides"`
+	// PermissionModes are the modes its sessions may choose.
+	PermissionModes []string `json:"permission_modes"`
 }
 
 // agentOverridesResponse lists what a client may choose in `overrides`.
@@ -86,8 +88,9 @@ func (s *Server) toAgentResponse(ctx context.Context, a agents.Spec, startMCP bo
 		},
 		MaxHistoryMessages: a.Memory.MaxHistoryMessages,
 		Available:          a.Unavailable == "", UnavailableReason: nullable(a.Unavailable),
-		MCPServers: make([]agentMCPServerResponse, len(servers)),
-		Overrides:  toAgentOverrides(a),
+		MCPServers:      make([]agentMCPServerResponse, len(servers)),
+		Overrides:       toAgentOverrides(a),
+		PermissionModes: a.AllowedPermissionModes(),
 	}
 	for i, t := range tools {
 		out.Tools[i] = agentToolResponse{

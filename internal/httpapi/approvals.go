@@ -12,12 +12,17 @@ import (
 type decideRequest struct {
 	Decision string `json:"decision"`
 	Reason   string `json:"reason"`
+	// SameArguments limits an "always" to calls with these arguments.
+	SameArguments bool `json:"same_arguments"`
 }
 
-// Validate checks that the decision is one of the two.
+// Validate checks that the decision is one of the three.
 func (req decideRequest) Validate() error {
-	if req.Decision != kernel.DecisionApprove && req.Decision != kernel.DecisionDeny {
-		return errdefs.Invalid("decision", `must be "approve" or "deny"`)
+	switch {
+	case req.Decision != kernel.DecisionApprove && req.Decision != kernel.DecisionDeny && req.Decision != kernel.DecisionAlways:
+		return errdefs.Invalid("decision", `must be "approve", "deny" or "always" (approve this tool for the rest of the session)`)
+	case req.SameArguments && req.Decision != kernel.DecisionAlways:
+		return errdefs.Invalid("same_arguments", `only goes with the decision "always"`)
 	}
 	return nil
 }
@@ -69,8 +74,8 @@ func (s *Server) handleApprovalDecide(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	a, err := s.kernel.Decide(r.Context(), r.PathValue("id"), r.PathValue("run_id"), r.PathValue("tool_call_id"),
-		req.Decision == kernel.DecisionApprove, req.Reason)
+	a, err := s.kernel.DecideWith(r.Context(), r.PathValue("id"), r.PathValue("run_id"), r.PathValue("tool_call_id"),
+		kernel.Verdict{Decision: req.Decision, SameArguments: req.SameArguments, Reason: req.Reason})
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,9 @@ type createSessionRequest struct {
 	TTL       string                     `json:"ttl"`
 	Inherit   *inheritBody               `json:"inherit"`
 	Overrides *overridesBody             `json:"overrides"`
-	Webhooks  []webhookBody              `json:"webhooks"`
+	// PermissionMode is ask (the default), read_only_auto or auto.
+	PermissionMode string        `json:"permission_mode"`
+	Webhooks       []webhookBody `json:"webhooks"`
 }
 
 // webhookBody is a receiver a session names for its events; the kernel
@@ -91,7 +93,8 @@ type updateSessionRequest struct {
 	Title    *string            `json:"title"`
 	Metadata map[string]*string `json:"metadata"`
 	// Overrides replace the session's; {} clears them.
-	Overrides *overridesBody `json:"overrides"`
+	Overrides      *overridesBody `json:"overrides"`
+	PermissionMode *string        `json:"permission_mode"`
 }
 
 // Validate refuses NUL in the name and metadata; bounds are the kernel's.
@@ -127,8 +130,9 @@ type sessionResponse struct {
 	ForkedFrom   *forkedFromResponse `json:"forked_from"`
 	ClosedReason *string             `json:"closed_reason"`
 	Overrides    overridesBody       `json:"overrides"`
-	CreatedAt    time.Time           `json:"created_at"`
-	UpdatedAt    time.Time           `json:"updated_at"`
+	permissionsResponse
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 func toSessionResponse(s session.Session) sessionResponse {
@@ -148,7 +152,8 @@ func toSessionResponse(s session.Session) sessionResponse {
 		ID: session.PublicID(s.ID), Agent: s.Agent, Name: nullable(s.Name), Metadata: md, State: s.State, Status: session.StatusOf(&s),
 		ParentID: nullable(session.PublicID(s.ParentID)), RootID: session.PublicID(s.RootID), Depth: s.Depth, Tenant: s.Tenant,
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
-		ClosedReason: nullable(s.ClosedReason), Overrides: toOverridesBody(s.Overrides), Title: nullable(s.Title),
+		ClosedReason: nullable(s.ClosedReason), Overrides: toOverridesBody(s.Overrides), permissionsResponse: toPermissionsResponse(s),
+		Title:     nullable(s.Title),
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
 	if s.ForkedFrom != "" {
@@ -185,6 +190,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	create := kernel.CreateSession{
 		Agent: req.Agent, Name: req.Name, Title: req.Title, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
 		Overrides: req.Overrides.toOverrides(), ID: deref(req.ID), IdempotencyKey: key, Webhooks: toWebhooks(req.Webhooks),
+		PermissionMode: req.PermissionMode,
 	}
 	if req.Inherit != nil {
 		create.InheritMemory = req.Inherit.Memory
@@ -252,6 +258,7 @@ func (s *Server) handleSessionUpdate(w http.ResponseWriter, r *http.Request) err
 	}
 	sess, err := s.kernel.UpdateSession(r.Context(), r.PathValue("id"), kernel.SessionUpdate{
 		Name: req.Name, Title: req.Title, Metadata: req.Metadata, Overrides: req.Overrides.toOverrides(),
+		PermissionMode: req.PermissionMode,
 	})
 	if err != nil {
 		return err

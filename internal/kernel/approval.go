@@ -14,6 +14,9 @@ import (
 const (
 	DecisionApprove = "approve"
 	DecisionDeny    = "deny"
+	// DecisionAlways approves the call and the tool's later calls in the
+	// session (see Verdict).
+	DecisionAlways = "always"
 
 	ApprovalPending   = "pending"
 	ApprovalApproved  = "approved"
@@ -41,6 +44,8 @@ type decision struct {
 	toolCallID string
 	approve    bool
 	reason     string
+	// always and sameArguments make an approval standing (see Verdict).
+	always, sameArguments bool
 }
 
 // Decide approves or denies a tool call that run runID is waiting on. The
@@ -51,6 +56,34 @@ type decision struct {
 // and while a run handed off at shutdown waits for a replica to continue it.
 // Deciding twice, or on a run that has ended, is a conflict.
 func (k *Kernel) Decide(ctx context.Context, sessionID, runID, toolCallID string, approve bool, reason string) (Approval, error) {
+	v := Verdict{Decision: DecisionDeny, Reason: reason}
+	if approve {
+		v.Decision = DecisionApprove
+	}
+	return k.DecideWith(ctx, sessionID, runID, toolCallID, v)
+}
+
+// Verdict is a person's answer to an approval.
+type Verdict struct {
+	// Decision is DecisionApprove, DecisionDeny or DecisionAlways: approve
+	// this call and, without asking again, the tool's later calls in the
+	// session (only those with the same arguments when SameArguments).
+	Decision      string
+	SameArguments bool
+	Reason        string
+}
+
+// DecideWith decides as Decide does, with any verdict. An "always" is
+// recorded on the session as a standing approval once the decision is.
+func (k *Kernel) DecideWith(ctx context.Context, sessionID, runID, toolCallID string, v Verdict) (Approval, error) {
+	if v.Decision != DecisionApprove && v.Decision != DecisionDeny && v.Decision != DecisionAlways {
+		return Approval{}, errdefs.Invalid("decision", `must be "approve", "deny" or "always"`)
+	}
+	if v.SameArguments && v.Decision != DecisionAlways {
+		return Approval{}, errdefs.Invalid("same_arguments", `only goes with the decision "always"`)
+	}
+	approve, always := v.Decision != DecisionDeny, v.Decision == DecisionAlways
+	reason := v.Reason
 	got, err := k.GetRun(ctx, sessionID, runID)
 	if err != nil {
 		return Approval{}, err
@@ -70,11 +103,18 @@ func (k *Kernel) Decide(ctx context.Context, sessionID, runID, toolCallID string
 		if r.State.Terminal() || r.State == session.RunQueued {
 			return errdefs.New(errdefs.ErrConflict, errdefs.CodeRunNotWaiting, "run %s is not waiting for a decision", runID)
 		}
-		r.Decisions = append(r.Decisions, session.Decision{ToolCallID: toolCallID, Approve: approve, Reason: reason, At: now})
+		r.Decisions = append(r.Decisions, session.Decision{ToolCallID: toolCallID, Approve: approve, Reason: reason, At: now,
+			Always: always, SameArguments: v.SameArguments})
 		return nil
 	})
 	if err != nil {
 		return Approval{}, err
+	}
+	if always {
+		call := session.ToolCall{ID: toolCallID, Name: a.ToolName, Arguments: string(a.Arguments)}
+		if err := k.addGrant(ctx, sessionID, grantOf(call, v.SameArguments)); err != nil {
+			return Approval{}, fmt.Errorf("record the standing approval: %w", err)
+		}
 	}
 	if err := k.ensure(ctx, sessionID); err != nil {
 		return Approval{}, err
@@ -168,14 +208,20 @@ const (
 )
 
 func requestedEvent(c session.ToolCall, expires time.Time) session.Event {
-	var args any = map[string]any{}
-	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil {
-		args = c.Arguments // shown as the model sent it
-	}
 	return session.Custom(approvalRequested, map[string]any{
-		"toolCallId": c.ID, "toolName": c.Name, "arguments": args,
+		"toolCallId": c.ID, "toolName": c.Name, "arguments": argumentsValue(c.Arguments),
 		"expiresAt": expires.UTC().Format(time.RFC3339Nano),
 	})
+}
+
+// argumentsValue is a call's arguments as an event shows them: the JSON
+// value, or the text as the model sent it when it is not JSON.
+func argumentsValue(arguments string) any {
+	var args any = map[string]any{}
+	if err := json.Unmarshal([]byte(arguments), &args); err != nil {
+		args = arguments
+	}
+	return args
 }
 
 func resolvedEvent(toolCallID, decision, reason string) session.Event {

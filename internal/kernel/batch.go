@@ -41,20 +41,28 @@ func (r *runner) callTools(ctx context.Context, calls []session.ToolCall) error 
 		return err
 	}
 	b := r.newBatch(ctx, len(calls))
-	var gated []session.ToolCall
+	// A guard's "ask" is the operator's policy: no permission mode or
+	// standing approval answers it in a person's place.
+	var guardAsks, gated []session.ToolCall
 	for _, g := range guarded {
 		c := g.call
 		ref, _ := r.spec.Tool(c.Name)
 		switch {
 		case g.denied != "":
 			b.startWith(func(context.Context) toolResult { return toolResult{call: c, content: g.denied, isError: true} })
-		case g.ask || ref.RequireApproval:
+		case g.ask:
+			guardAsks = append(guardAsks, c)
+		case ref.RequireApproval:
 			gated = append(gated, c)
 		default:
 			b.start(c)
 		}
 	}
-	if err := b.requestApprovals(gated); err != nil {
+	gated, err = b.approveWithoutAsking(gated)
+	if err == nil {
+		err = b.requestApprovals(append(guardAsks, gated...))
+	}
+	if err != nil {
 		b.wg.Wait()
 		return err
 	}
@@ -189,6 +197,11 @@ func (b *toolBatch) decide(d decision, keep func(error)) int {
 		verdict = DecisionApprove
 	}
 	keep(b.r.emit(resolvedEvent(c.ID, verdict, d.reason)))
+	if d.approve && d.always {
+		g := grantOf(c, d.sameArguments)
+		b.r.grants = append(b.r.grants, g)
+		b.applyGrant(g, keep)
+	}
 	if len(b.gated) == 0 {
 		keep(b.r.setWaiting(false))
 	}

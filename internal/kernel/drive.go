@@ -226,7 +226,8 @@ func (k *Kernel) forwardDecisions(h *held, ar *activeRun, ds []session.Decision)
 	for _, d := range ds {
 		if ar.awaiting[d.ToolCallID] {
 			delete(ar.awaiting, d.ToolCallID)
-			ar.decisions <- decision{toolCallID: d.ToolCallID, approve: d.Approve, reason: d.Reason} // buffered for every awaited call
+			ar.decisions <- decision{toolCallID: d.ToolCallID, approve: d.Approve, reason: d.Reason,
+				always: d.Always, sameArguments: d.SameArguments} // buffered for every awaited call
 		}
 	}
 }

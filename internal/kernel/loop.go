@@ -71,6 +71,9 @@ type runner struct {
 	// undecided are calls whose approval was still awaited when the run
 	// stopped; their requests are resolved as cancelled.
 	undecided []string
+	// grants are the standing approvals decisions gave during the run,
+	// which the session's record may not show yet.
+	grants []session.Grant
 }
 
 // execute runs the agent loop for ar on its goroutine and then stops the

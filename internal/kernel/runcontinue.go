@@ -407,7 +407,11 @@ func (r *runner) answerLeftCalls(ctx context.Context, calls []session.ToolCall) 
 			return err
 		}
 	}
-	if err := b.requestApprovals(ask); err != nil {
+	ask, err = b.approveWithoutAsking(ask)
+	if err == nil {
+		err = b.requestApprovals(ask)
+	}
+	if err != nil {
 		b.wg.Wait()
 		return err
 	}

@@ -28,6 +28,9 @@ type CreateSession struct {
 	// Overrides are model settings for the session's runs, within what the
 	// agent allows.
 	Overrides *session.Overrides
+	// PermissionMode is how the session's calls that need approval get
+	// it, within the agent's permission_modes; "" asks.
+	PermissionMode string
 	// Webhooks receive the session's events (see internal/webhook).
 	Webhooks []session.Webhook
 	// ID is an id the client chose, unique within its tenant, and
@@ -47,6 +50,8 @@ type SessionUpdate struct {
 	// Overrides, when not nil, replace the session's overrides; empty ones
 	// clear them.
 	Overrides *session.Overrides
+	// PermissionMode, when not nil, replaces the session's mode.
+	PermissionMode *string
 }
 
 // ListSessions is a request to list sessions. Empty filters match all.
@@ -75,6 +80,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	if err := checkOverrides(spec, req.Overrides); err != nil {
 		return session.Session{}, err
 	}
+	if err := checkPermissionMode(spec, req.PermissionMode); err != nil {
+		return session.Session{}, err
+	}
 	if err := k.validateSessionFields(req.Name, req.Metadata); err != nil {
 		return session.Session{}, err
 	}
@@ -101,6 +109,7 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		TTL: cmp.Or(req.TTL, k.retention.TTL), InheritMemory: req.InheritMemory,
 	}
 	s.Overrides = nonEmpty(req.Overrides)
+	s.PermissionMode = req.PermissionMode
 	if req.Title != "" {
 		s.Title, s.TitleSource = req.Title, session.TitleFromClient
 	}
@@ -298,6 +307,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 	if err := k.checkSessionOverrides(s, u.Overrides); err != nil {
 		return session.Session{}, err
 	}
+	if err := k.checkSessionPermissionMode(s, u.PermissionMode); err != nil {
+		return session.Session{}, err
+	}
 	if u.Title != nil {
 		if err := k.validateTitle(*u.Title); err != nil {
 			return session.Session{}, err
@@ -317,6 +329,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 		}
 		if u.Overrides != nil {
 			s.Overrides = nonEmpty(u.Overrides)
+		}
+		if u.PermissionMode != nil {
+			s.PermissionMode = *u.PermissionMode
 		}
 		s.Metadata = mergeMetadata(s.Metadata, u.Metadata)
 		if err := k.validateSessionFields(s.Name, s.Metadata); err != nil {

@@ -229,6 +229,10 @@ type Decision struct {
 	Approve    bool      `json:"approve"`
 	Reason     string    `json:"reason,omitempty"`
 	At         time.Time `json:"at"`
+	// Always, on an approval, approves the tool's later calls in the
+	// session too; only those with the same arguments when SameArguments.
+	Always        bool `json:"always,omitempty"`
+	SameArguments bool `json:"same_arguments,omitempty"`
 }
 
 // Clone returns a copy of r sharing no memory with it.

@@ -130,6 +130,11 @@ type SessionExt struct {
 	// an Idempotency-Key, so that the key sent again with another body is
 	// refused rather than answered with this session.
 	RequestHash string `json:"request_hash,omitempty"`
+	// PermissionMode says how the session's calls that need approval get
+	// it: "ask" when empty; see agents.PermissionModes.
+	PermissionMode string `json:"permission_mode,omitempty"`
+	// Grants are the standing approvals given with the decision "always".
+	Grants []Grant `json:"grants,omitempty"`
 	// Imported marks a session that kerneld import wrote (see
 	// internal/transfer); nil for one created here.
 	Imported *ImportMark `json:"imported,omitempty"`
@@ -209,6 +214,7 @@ func (s Session) Clone() Session {
 	s.Metadata = maps.Clone(s.Metadata)
 	s.AgentState = bytes.Clone(s.AgentState)
 	s.Overrides = s.Overrides.Clone()
+	s.Grants = slices.Clone(s.Grants)
 	s.ReadCursors = maps.Clone(s.ReadCursors)
 	s.Webhooks = slices.Clone(s.Webhooks) // their Events are never changed in place
 	if s.Compaction != nil {

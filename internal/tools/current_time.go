@@ -23,6 +23,7 @@ func (CurrentTime) Definition() Definition {
 		Description: "Returns the current date and time in RFC 3339 format.",
 		Parameters:  currentTimeSchema,
 		RetrySafe:   true, // it only reads the clock
+		ReadOnly:    true,
 	}
 }
 

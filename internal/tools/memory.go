@@ -26,6 +26,7 @@ func (MemoryGet) Definition() Definition {
 		Description: "Reads the JSON value stored under a key in this session's memory.",
 		Parameters:  memoryGetSchema,
 		RetrySafe:   true, // it only reads
+		ReadOnly:    true,
 	}
 }
 

@@ -27,6 +27,10 @@ type Definition struct {
 	// an error result saying it may or may not have taken effect. An
 	// agent's tools.<name>.retry overrides it.
 	RetrySafe bool
+	// ReadOnly says that the tool only reads: a session in permission
+	// mode read_only_auto calls it without asking a person even where the
+	// agent requires approval. MCP tools say so with readOnlyHint.
+	ReadOnly bool
 }
 
 // Memory is the calling session's key/value memory.

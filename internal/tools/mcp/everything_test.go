@@ -51,6 +51,13 @@ func TestEverything(t *testing.T) {
 			assert.Equal(t, want, tool.Definition().RetrySafe, "%s safe to retry", name)
 		}
 	})
+	t.Run("ReadOnly", func(t *testing.T) {
+		// Only readOnlyHint makes a tool read-only: gzip-file-as-resource
+		// is idempotent but writes.
+		for name, want := range map[string]bool{"echo": true, "gzip-file-as-resource": false, "toggle-simulated-logging": false} {
+			assert.Equal(t, want, byName["everything__"+name].Definition().ReadOnly, "%s read-only", name)
+		}
+	})
 	t.Run("Echo", func(t *testing.T) {
 		got, err := call(t, byName["everything__echo"], map[string]any{"message": "hi"})
 		require.NoError(t, err)

@@ -45,6 +45,7 @@ func newTool(s *server, t *mcpsdk.Tool, timeout time.Duration) *tool {
 			Description: desc,
 			Parameters:  schemaOf(t),
 			RetrySafe:   retrySafe(t.Annotations),
+			ReadOnly:    t.Annotations != nil && t.Annotations.ReadOnlyHint,
 		},
 	}
 }

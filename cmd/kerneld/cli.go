@@ -26,6 +26,7 @@ var cliCommands = map[string]func(*cli, []string) error{
 	"chat":     (*cli).chat,
 	"watch":    (*cli).watch,
 	"approve":  (*cli).approve,
+	"inbox":    (*cli).inbox,
 }
 
 // cliIO is what a command reads and writes, passed in so tests can
@@ -235,13 +236,18 @@ func (c *cli) sessionList(args []string) error {
 // approve handles "kerneld approve SESSION RUN CALL [--deny reason]".
 func (c *cli) approve(args []string) error {
 	deny := c.fs.String("deny", "", "deny the call, with this reason")
-	pos, err := c.parse(args, 3, "approve SESSION RUN CALL [--deny REASON]")
+	always := c.fs.Bool("always", false, "approve the tool's later calls in the session too")
+	same := c.fs.Bool("same-arguments", false, "with --always, only its later calls with the same arguments")
+	pos, err := c.parse(args, 3, "approve SESSION RUN CALL [--deny REASON | --always [--same-arguments]]")
 	if err != nil {
 		return err
 	}
 	d := client.Decision{Decision: client.Approve}
-	if isFlagSet(c.fs, "deny") {
+	switch {
+	case isFlagSet(c.fs, "deny"):
 		d = client.Decision{Decision: client.Deny, Reason: *deny}
+	case *always:
+		d = client.Decision{Decision: client.Always, SameArguments: *same}
 	}
 	a, err := c.c.DecideApproval(c.ctx, pos[0], pos[1], pos[2], d)
 	if err != nil {

@@ -19,8 +19,10 @@ const cliCommandsHelp = `  agents                          list the agents
                                   Ctrl-C cancels an answer, twice exits
   watch SESSION [--after SEQ] [--snapshot]
                                   follow a session's events
-  approve SESSION RUN CALL [--deny REASON]
-                                  approve (or deny) a tool call
+  approve SESSION RUN CALL [--deny REASON | --always [--same-arguments]]
+                                  approve (or deny) a tool call; --always
+                                  approves the tool for the rest of the session
+  inbox [--agent A]               the approvals waiting across your sessions
   version                         print the version
 `
 

@@ -52,6 +52,7 @@ const (
 	CodeOperatorKeyRequired           Code = "operator_key_required"
 	CodeOriginNotAllowed              Code = "origin_not_allowed"
 	CodeOverrideNotAllowed            Code = "override_not_allowed"
+	CodePermissionModeNotAllowed      Code = "permission_mode_not_allowed"
 	CodeParentNotFound                Code = "parent_not_found"
 	CodeQueueFull                     Code = "queue_full"
 	CodeQuotaExceeded                 Code = "quota_exceeded"
@@ -156,6 +157,7 @@ var Answered = []Code{
 	CodeOriginNotAllowed,
 	CodeOverrideNotAllowed,
 	CodeParentNotFound,
+	CodePermissionModeNotAllowed,
 	CodeQueueFull,
 	CodeQuotaExceeded,
 	CodeRateLimited,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kerneld/kerneld/api"
 	"github.com/kerneld/kerneld/internal/agents"
+	"github.com/kerneld/kerneld/internal/feed"
 	"github.com/kerneld/kerneld/internal/guard"
 	"github.com/kerneld/kerneld/internal/httpapi"
 	"github.com/kerneld/kerneld/internal/kernel"
@@ -62,6 +63,8 @@ type daemon struct {
 	// schedules fires the sessions' scheduled prompts; nil with a store
 	// that keeps none.
 	schedules *schedule.Service
+	// feed keeps the tenants' session feeds; nil with a store without one.
+	feed *feed.Service
 }
 
 // serve runs kerneld until ctx ends. It listens first and answers health
@@ -252,11 +255,17 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	if d.schedules != nil {
 		observers = append(observers, d.schedules) // a session closed or deleted loses its schedules
 	}
+	var feedSink kernel.FeedSink
+	if log, ok := db.(feed.Log); ok {
+		d.feed = feed.New(feed.Options{Log: log, Logger: d.log.With("system", "feed")})
+		observers, feedSink = append(observers, d.feed), d.feed
+	}
 	d.kernel, err = kernel.New(kernel.Config{
 		Agents: d.registry, Tools: d.tools, Store: d.metrics.Store(db),
 		Limits: cfg.limits(), Retention: cfg.retention(), Replication: repl, Quotas: d.quotas,
 		StallAfter: cfg.Sessions.StallAfter,
 		Titles:     kernel.Titles(cfg.Sessions.Titles),
+		Feed:       feedSink,
 		Announcer:  d.announcer(db),
 		Guards:     newGuards(d.targets.Policy()),
 		Tracing:    d.tracing,
@@ -266,6 +275,9 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	})
 	if err == nil && d.repl != nil {
 		d.repl.start(d.kernel)
+	}
+	if err == nil && d.feed != nil {
+		d.feed.Start(d.kernel.FeedSummary)
 	}
 	if err == nil && d.webhooks != nil {
 		d.webhooks.Start()
@@ -295,7 +307,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		Logger: d.log.With("system", "http"), APIKeys: cfg.apiKeys(), AdminKeys: cfg.Auth.AdminKeys,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, RequestTimeout: cfg.HTTP.RequestTimeout,
 		ReadTimeout: cfg.HTTP.ReadTimeout, MinBodyRate: cfg.HTTP.MinBodyRate, BodyRateGrace: cfg.HTTP.BodyRateGrace,
-		MaxStreams: d.conns.maxStreams, MaxStreamsPerTenant: cfg.HTTP.MaxStreamsPerTenant,
+		MaxStreams: d.conns.maxStreams, MaxStreamsPerTenant: cfg.HTTP.MaxStreamsPerTenant, Feed: d.feed,
 		CORSOrigins: cfg.HTTP.CORSOrigins, Quotas: d.quotas, Metrics: metrics, OpenAPI: api.OpenAPI, Version: version,
 		Tracing: d.tracing, Webhooks: d.webhooks,
 		Images: newImages(cfg, db), MaxImageBodyBytes: cfg.Images.MaxRequestBytes, Schedules: d.schedules,
@@ -456,6 +468,9 @@ func (d *daemon) close(ctx context.Context) error {
 			cancel()
 		}
 		errs = append(errs, d.kernel.Close(ctx)) // 3. runs leave; leases are released
+	}
+	if d.feed != nil {
+		errs = append(errs, d.feed.Close(ctx)) // what the runs changed is in the feed
 	}
 	if d.streams != nil {
 		d.streams.Close()

@@ -42,6 +42,8 @@ type serverOptions struct {
 	// unchecked skips validating responses against the spec, for tests
 	// whose streams are too long to check frame by frame in reasonable time.
 	unchecked bool
+	// feed serves GET /sessions/events.
+	feed bool
 }
 
 // newServer starts a test server. Every response it gives is validated
@@ -52,7 +54,7 @@ func newServer(t *testing.T, opts serverOptions) *testServer {
 	if !opts.unchecked {
 		wrap = func(h http.Handler) http.Handler { return withSpecValidation(t, h) }
 	}
-	srv := httpapitest.New(t, httpapitest.Options{Kernel: opts.kernel, API: opts.api, Streams: opts.streams, Wrap: wrap})
+	srv := httpapitest.New(t, httpapitest.Options{Kernel: opts.kernel, API: opts.api, Streams: opts.streams, Wrap: wrap, Feed: opts.feed})
 	return &testServer{Server: srv.Server, kernel: srv.Kernel, streams: srv.Streams, api: srv.API}
 }
 

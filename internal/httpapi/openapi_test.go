@@ -180,7 +180,45 @@ func (c *specChecker) check(r *http.Request, status int, header http.Header, bod
 	if header.Get("X-Vercel-AI-UI-Message-Stream") != "" {
 		return c.checkUIStream(body)
 	}
+	if route.Path == "/sessions/events" {
+		return c.checkFeed(body)
+	}
 	return c.checkStream(body)
+}
+
+// checkFeed checks the session feed: every event frame's data is a
+// SessionFeedSnapshot (event snapshot) or a SessionFeedEvent of its
+// event's type, with its id as seq; comments and the retry line besides.
+func (c *specChecker) checkFeed(body []byte) error {
+	frames := strings.Split(string(body), "\n\n")
+	frames = frames[:len(frames)-1] // empty, or a frame cut short
+	var errs []error
+	for _, f := range frames {
+		if strings.HasPrefix(f, ":") || f == "retry: 2000" {
+			continue
+		}
+		lines := strings.Split(f, "\n")
+		if len(lines) != 3 || !strings.HasPrefix(lines[0], "id: ") || !strings.HasPrefix(lines[1], "event: ") || !strings.HasPrefix(lines[2], "data: ") {
+			errs = append(errs, fmt.Errorf("feed frame %q is not id, event and data", f))
+			continue
+		}
+		event, data := strings.TrimPrefix(lines[1], "event: "), strings.TrimPrefix(lines[2], "data: ")
+		schema := "SessionFeedEvent"
+		if event == "snapshot" {
+			schema = "SessionFeedSnapshot"
+		}
+		v, err := decodeValue([]byte(data))
+		if err == nil {
+			err = c.visit(schema, v)
+		}
+		if m, ok := v.(map[string]any); err == nil && ok && (m["type"] != event || fmt.Sprint(m["seq"]) != strings.TrimPrefix(lines[0], "id: ")) {
+			err = fmt.Errorf("type %v, seq %v", m["type"], m["seq"])
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("feed frame %s: %w", data, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkUIStream checks an AI SDK UI message stream: data lines of

@@ -30,6 +30,7 @@ var listParams = map[string][]string{
 	"GET /agents":                                nil,
 	"GET /approvals":                             append([]string{"state", "agent"}, pageParams...),
 	"GET /sessions":                              append([]string{"agent", "state", "parent_id", "forked_from", "created_after", "created_before", "q", metadataPrefix}, pageParams...),
+	"GET /sessions/events":                       {"agent", "after", "snapshot", metadataPrefix},
 	"GET /sessions/{id}/children":                pageParams,
 	"GET /sessions/{id}/runs":                    append([]string{"state"}, pageParams...),
 	"GET /sessions/{id}/runs/{run_id}/approvals": nil,

@@ -33,6 +33,7 @@ func (s *Server) routes() chi.Router {
 		r.With(s.timeout).Get("/usage", s.handle(s.handleUsage))
 		// Streams: never under a timeout (it would cut them off).
 		r.With(s.limitStreams).Get("/sessions/{id}/events", s.handle(s.handleEvents))
+		r.With(s.limitStreams).Get("/sessions/events", s.handle(s.handleSessionFeed))
 		r.With(s.limitStreams).Post("/sessions/{id}/run", s.handle(s.handleRunCreate))
 		// A summary takes as long as the model does: no request timeout.
 		r.Post("/sessions/{id}/compact", s.handle(s.handleSessionCompact))

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	tenantfeed "github.com/kerneld/kerneld/internal/feed"
 	"github.com/kerneld/kerneld/internal/images"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/quota"
@@ -40,6 +41,8 @@ type Options struct {
 	// 0 for no bound.
 	MaxStreams          int
 	MaxStreamsPerTenant int
+	// Feed serves GET /sessions/events; without it that route answers 503.
+	Feed *tenantfeed.Service
 	// CORSOrigins are the origins whose pages may call the API and read
 	// its streams: scheme://host[:port], or "*" for any origin without
 	// credentials. Empty allows none (see ValidateCORSOrigins).

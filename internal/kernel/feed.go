@@ -1,6 +1,12 @@
 package kernel
 
-import "github.com/kerneld/kerneld/internal/session"
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kerneld/kerneld/internal/session"
+)
 
 // FeedKind says what changed about a session, in its tenant's feed.
 type FeedKind string
@@ -30,4 +36,56 @@ func (k *Kernel) feedChanged(tenant, id string, kind FeedKind) {
 	if k.feed != nil {
 		k.feed.SessionChanged(tenant, id, kind, nil)
 	}
+}
+
+// FeedSummary is what a tenant's feed says about a session.
+type FeedSummary struct {
+	Tenant           string            `json:"tenant"`
+	ID               string            `json:"id"`
+	Agent            string            `json:"agent"`
+	Title            string            `json:"title,omitempty"`
+	Name             string            `json:"name,omitempty"`
+	Metadata         map[string]string `json:"metadata,omitempty"`
+	Status           session.Status    `json:"status"`
+	UpdatedAt        time.Time         `json:"updated_at"`
+	LastSeq          int64             `json:"last_seq"`
+	PendingApprovals int               `json:"pending_approvals"`
+	// ReadCursors are the readers' cursors (see session.SessionExt), from
+	// which a stream works out its reader's unread count.
+	ReadCursors map[string]int64 `json:"read_cursors,omitempty"`
+}
+
+// SummaryOf is s's summary from its record alone.
+func SummaryOf(s session.Session) FeedSummary {
+	return FeedSummary{
+		Tenant: s.Tenant, ID: s.ID, Agent: s.Agent, Title: s.Title, Name: s.Name, Metadata: s.Metadata,
+		Status: session.StatusOf(&s), UpdatedAt: s.UpdatedAt.UTC(), LastSeq: s.LastSeq, ReadCursors: s.ReadCursors,
+	}
+}
+
+// FeedSummary returns the summary of the session stored under id, of any
+// tenant: its status as GET /sessions/{id} says it and how many tool
+// calls of its active run wait for a decision.
+func (k *Kernel) FeedSummary(ctx context.Context, id string) (FeedSummary, error) {
+	s, err := k.store.GetSession(ctx, id)
+	if err != nil {
+		return FeedSummary{}, fmt.Errorf("get session: %w", err)
+	}
+	sum := SummaryOf(s)
+	if sum.Status, err = k.SessionStatus(ctx, s); err != nil {
+		return FeedSummary{}, err
+	}
+	if s.ActiveRunID == "" {
+		return sum, nil
+	}
+	run, err := k.store.GetRun(ctx, s.ID, s.ActiveRunID)
+	if err != nil {
+		return sum, nil //nolint:nilerr // a run gone meanwhile has nothing pending
+	}
+	pending, err := k.pendingApprovals(ctx, run)
+	if err != nil {
+		return FeedSummary{}, err
+	}
+	sum.PendingApprovals = len(pending)
+	return sum, nil
 }

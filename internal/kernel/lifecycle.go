@@ -88,6 +88,9 @@ func (k *Kernel) deleteSession(ctx context.Context, id string, cascade bool) err
 		return fmt.Errorf("delete session: %w", err)
 	}
 	k.notifyEnded(s)
+	if k.feed != nil {
+		k.feed.SessionChanged(s.Tenant, id, FeedSessionDeleted, &s)
+	}
 	return nil
 }
 
@@ -156,6 +159,7 @@ func (k *Kernel) closeSession(ctx context.Context, id, reason string) (session.S
 	}
 	if wasOpen {
 		k.notifyEnded(s)
+		k.feedChanged(s.Tenant, s.ID, FeedSessionClosed)
 	}
 	return s, nil
 }

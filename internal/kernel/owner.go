@@ -305,11 +305,24 @@ func (o *owner) sessions() []*held {
 	return hs
 }
 
+// concurrentRenewals bounds the renewals a pass has in flight at once.
+const concurrentRenewals = 64
+
+// renewAll renews every held lease, many at once: one after another, a
+// pass over many sessions on a slow or busy store took longer than the
+// TTL, and leases expired between their renewals, stopping runs as if
+// another replica had taken their sessions.
 func (o *owner) renewAll() {
-	hs := o.sessions()
-	for _, h := range hs {
-		o.renew(h)
+	slots := make(chan struct{}, concurrentRenewals)
+	var wg sync.WaitGroup
+	for _, h := range o.sessions() {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			o.renew(h)
+		})
 	}
+	wg.Wait()
 }
 
 // renew renews h's lease. When the store says the lease is gone, or the

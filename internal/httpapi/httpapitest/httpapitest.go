@@ -4,14 +4,17 @@
 package httpapitest
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 
 	"github.com/kerneld/kerneld/api"
+	"github.com/kerneld/kerneld/internal/feed"
 	"github.com/kerneld/kerneld/internal/httpapi"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
+	"github.com/kerneld/kerneld/internal/store/memory"
 )
 
 // Options configure New.
@@ -22,6 +25,9 @@ type Options struct {
 	// Wrap, when set, wraps the API's handler: a test's proxy in front of
 	// kerneld (see Cutter).
 	Wrap func(http.Handler) http.Handler
+	// Feed serves the tenants' session feed from the kernel's store, a
+	// fresh memory store unless Kernel.Store is one that keeps feeds.
+	Feed bool
 }
 
 // Server is a running API.
@@ -37,7 +43,20 @@ func New(t testing.TB, opts Options) *Server {
 	t.Helper()
 	streams := httpapi.NewStreams(nil, opts.Streams)
 	opts.Kernel.Observers = append(opts.Kernel.Observers, streams)
+	var sessionFeed *feed.Service
+	if opts.Feed {
+		if opts.Kernel.Store == nil {
+			opts.Kernel.Store = memory.New()
+		}
+		sessionFeed = feed.New(feed.Options{Log: opts.Kernel.Store.(feed.Log)})
+		opts.Kernel.Observers = append(opts.Kernel.Observers, sessionFeed)
+		opts.Kernel.Feed, opts.API.Feed = sessionFeed, sessionFeed
+	}
 	k := kerneltest.New(t, opts.Kernel)
+	if sessionFeed != nil {
+		sessionFeed.Start(k.FeedSummary)
+		t.Cleanup(func() { _ = sessionFeed.Close(context.Background()) }) // before the kernel closes: what it reports then is dropped
+	}
 	if opts.API.OpenAPI == nil {
 		opts.API.OpenAPI = api.OpenAPI
 	}

@@ -155,6 +155,9 @@ type Options struct {
 	StallAfter time.Duration
 	// Tools are registered beside the built-in and test tools.
 	Tools []tools.Tool
+	// Feed records the sessions' changes; Titles titles them.
+	Feed   kernel.FeedSink
+	Titles kernel.Titles
 }
 
 // Kernel is a test kernel with the pieces a test may want to reach.
@@ -179,7 +182,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 	k, err := kernel.New(kernel.Config{
 		Agents: registry, Tools: reg, Store: opts.Store, Observers: opts.Observers,
 		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention, Replication: opts.Replication,
-		Quotas: opts.Quotas, StallAfter: opts.StallAfter,
+		Quotas: opts.Quotas, StallAfter: opts.StallAfter, Feed: opts.Feed, Titles: opts.Titles,
 	})
 	if err != nil {
 		tb.Fatalf("new kernel: %v", err)

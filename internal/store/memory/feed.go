@@ -54,3 +54,10 @@ func (s *Store) ReadFeed(_ context.Context, tenant string, after int64, limit in
 	}
 	return out, nil
 }
+
+// FeedHead returns the newest seq of tenant's feed, 0 for none.
+func (s *Store) FeedHead(_ context.Context, tenant string) (int64, error) {
+	s.feeds.mu.Lock()
+	defer s.feeds.mu.Unlock()
+	return s.feeds.last[tenant], nil
+}

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -77,4 +78,17 @@ func feedEntry(tenant string, m goredis.XMessage) (session.FeedEntry, error) {
 	}
 	return session.FeedEntry{Tenant: tenant, Seq: seq, SessionID: str("s"), Kind: str("k"),
 		Time: time.UnixMicro(micros).UTC(), Data: []byte(str("d"))}, nil
+}
+
+// FeedHead returns the newest seq of tenant's feed, 0 for none.
+func (s *Store) FeedHead(ctx context.Context, tenant string) (int64, error) {
+	_, seq := s.feedKeys(tenant)
+	n, err := s.rdb.Get(ctx, seq).Int64()
+	if errors.Is(err, goredis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read feed head: %w", err)
+	}
+	return n, nil
 }

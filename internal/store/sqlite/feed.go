@@ -57,3 +57,14 @@ func (s *Store) ReadFeed(ctx context.Context, tenant string, after int64, limit 
 	}
 	return out, nil
 }
+
+// FeedHead returns the newest seq of tenant's feed, 0 for none.
+func (s *Store) FeedHead(ctx context.Context, tenant string) (int64, error) {
+	var head int64
+	err := s.readRow(ctx, func(row scanner) error { return row.Scan(&head) },
+		`SELECT COALESCE(MAX(seq), 0) FROM feed WHERE tenant = ?`, tenant)
+	if err != nil {
+		return 0, fmt.Errorf("read feed head: %w", err)
+	}
+	return head, nil
+}

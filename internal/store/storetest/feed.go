@@ -17,6 +17,7 @@ import (
 type FeedStore interface {
 	AppendFeed(ctx context.Context, e *session.FeedEntry, keep int) error
 	ReadFeed(ctx context.Context, tenant string, after int64, limit int) ([]session.FeedEntry, error)
+	FeedHead(ctx context.Context, tenant string) (int64, error)
 }
 
 // RunFeed checks a store's feeds: seqs 1, 2, 3… per tenant with no gap
@@ -59,6 +60,12 @@ func RunFeed(t *testing.T, open func(t *testing.T) FeedStore) {
 		none, err := st.ReadFeed(t.Context(), tenant, 20, 0)
 		require.NoError(t, err)
 		assert.Empty(t, none)
+		head, err := st.FeedHead(t.Context(), tenant)
+		require.NoError(t, err)
+		assert.Equal(t, int64(20), head)
+		head, err = st.FeedHead(t.Context(), "t-"+newID())
+		require.NoError(t, err)
+		assert.Zero(t, head, "a tenant without a feed")
 	})
 
 	t.Run("keeps about the newest keep entries", func(t *testing.T) {

@@ -26,6 +26,7 @@ const (
 	CodeCursorAhead                   Code = "cursor_ahead"
 	CodeDeliveryNotFound              Code = "delivery_not_found"
 	CodeDeliveryPending               Code = "delivery_pending"
+	CodeFeedUnavailable               Code = "feed_unavailable"
 	CodeForbidden                     Code = "forbidden"
 	CodeHistoryConflict               Code = "history_conflict"
 	CodeIdempotencyKeyReused          Code = "idempotency_key_reused"
@@ -130,6 +131,7 @@ var Answered = []Code{
 	CodeCursorAhead,
 	CodeDeliveryNotFound,
 	CodeDeliveryPending,
+	CodeFeedUnavailable,
 	CodeForbidden,
 	CodeHistoryConflict,
 	CodeIdempotencyKeyReused,

@@ -19,15 +19,17 @@ type approvalAnswer struct {
 
 // approvalAnswers are the answers to an approval in chat. The first word
 // of the line picks one; the rest is the reason, sent with the decision.
-// A decision the API gains (always: approve this tool for the rest of the
-// session) is one more entry here, and approvalChoices with it.
+// "a" (always) approves the tool for the rest of the session: the server
+// then resolves its other waiting calls, which leave the queue as their
+// resolved events arrive.
 var approvalAnswers = []approvalAnswer{
 	{words: []string{"y", "yes"}, decision: client.Approve},
 	{words: []string{"n", "no"}, decision: client.Deny},
+	{words: []string{"a", "always"}, decision: client.Always},
 }
 
 // approvalChoices is how the prompt shows the answers.
-const approvalChoices = "y/n [reason]"
+const approvalChoices = "y/n/a(lways) [reason]"
 
 // askedCall is a tool call waiting for the person's decision.
 type askedCall struct {

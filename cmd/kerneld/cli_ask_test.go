@@ -23,15 +23,15 @@ func TestCLI_ChatAnswersApprovals(t *testing.T) {
 	r := startTerminal(t, srv.URL, stdin, "chat", "gated")
 	_, err := input.WriteString("save\n")
 	require.NoError(t, err)
-	r.waitFor(t, "stderr", r.stderr, regexp.MustCompile(`approve memory_set\(\{"key":"a","value":1\}\)\? \[y/n \[reason\]\] $`))
+	r.waitFor(t, "stderr", r.stderr, regexp.MustCompile(`approve memory_set\(\{"key":"a","value":1\}\)\? \[y/n/a\(lways\) \[reason\]\] $`))
 	assert.NotContains(t, r.stdout.String(), "kerneld approve", "the chat asks, it does not send the person elsewhere")
 
 	_, err = input.WriteString("maybe\n")
 	require.NoError(t, err)
-	r.waitFor(t, "stderr", r.stderr, regexp.MustCompile(`answer y/n \[reason\]\napprove memory_set\(\{"key":"a","value":1\}\)\? \[y/n \[reason\]\] $`))
+	r.waitFor(t, "stderr", r.stderr, regexp.MustCompile(`answer y/n/a\(lways\) \[reason\]\napprove memory_set\(\{"key":"a","value":1\}\)\? \[y/n/a\(lways\) \[reason\]\] $`))
 	_, err = input.WriteString("y\n")
 	require.NoError(t, err)
-	r.waitFor(t, "stderr", r.stderr, regexp.MustCompile(`approve memory_set\(\{"key":"b","value":2\}\)\? \[y/n \[reason\]\] $`))
+	r.waitFor(t, "stderr", r.stderr, regexp.MustCompile(`approve memory_set\(\{"key":"b","value":2\}\)\? \[y/n/a\(lways\) \[reason\]\] $`))
 	_, err = input.WriteString("n not that one\n")
 	require.NoError(t, err)
 	r.waitOutput(t, regexp.MustCompile(`Done.\n$`))
@@ -43,6 +43,23 @@ func TestCLI_ChatAnswersApprovals(t *testing.T) {
 	assert.Contains(t, out, "? memory_set({\"key\":\"a\",\"value\":1}) needs approval\n")
 	assert.Contains(t, out, "  approved\n← memory_set: {\"ok\":true}\n")
 	assert.Contains(t, out, "  denied: not that one\n← memory_set failed: denied: not that one\n")
+}
+
+// TestCLI_ChatAnswersAlways: "a" approves the tool for the rest of the
+// session, so the run's other memory_set call is not asked about.
+func TestCLI_ChatAnswersAlways(t *testing.T) {
+	srv := cliServer(t)
+	stdin, input := pipe(t)
+	r := startTerminal(t, srv.URL, stdin, "chat", "gated")
+	_, err := input.WriteString("save\n")
+	require.NoError(t, err)
+	r.waitFor(t, "stderr", r.stderr, regexp.MustCompile(`approve memory_set\(\{"key":"a","value":1\}\)\? \[y/n/a\(lways\) \[reason\]\] $`))
+	_, err = input.WriteString("a\n")
+	require.NoError(t, err)
+	r.waitOutput(t, regexp.MustCompile(`Done.\n$`))
+	require.NoError(t, input.Close())
+	require.NoError(t, r.wait(t))
+	assert.Equal(t, 2, strings.Count(r.stdout.String(), "← memory_set: {\"ok\":true}\n"), r.stdout.String())
 }
 
 // TestCLI_ChatApprovalDenied: the gated demo agent, denied from a chat

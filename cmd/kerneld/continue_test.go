@@ -183,9 +183,14 @@ func TestProcess_KillMidStream(t *testing.T) {
 	defer follow.Close()
 	watch := &syncBuffer{}
 	watcher := exec.Command(bin, "watch", s.ID)
-	watcher.Env, watcher.Stdout = append(os.Environ(), "KERNELD_URL="+p1.base), watch
+	watcher.Env, watcher.Stdout, watcher.Stderr = append(os.Environ(), "KERNELD_URL="+p1.base), watch, watch
 	require.NoError(t, watcher.Start())
 	t.Cleanup(func() { _ = watcher.Process.Kill(); _ = watcher.Wait() })
+	// watch gives up if its first connection is refused, so the kill must
+	// come after it has its stream: the client's and watch's are both open.
+	pollUntil(t, "kerneld watch to open its stream", func() bool {
+		return metric(t, p1.base, "kerneld_streams_open") >= 2
+	})
 	run, err := c.CreateRun(t.Context(), s.ID, client.CreateRunRequest{Input: "count"})
 	require.NoError(t, err)
 
@@ -228,6 +233,11 @@ func TestProcess_KillMidStream(t *testing.T) {
 			t.Logf("first event of the continued run %v after the kill", time.UnixMilli(ev.Timestamp).Sub(killed).Round(time.Millisecond))
 		}
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kerneld watch printed:\n%s", watch.String())
+		}
+	})
 	pollUntil(t, "kerneld watch to print the whole answer after the restart", func() bool {
 		return strings.Contains(watch.String(), "↻ the run goes on after kerneld stopped (crash)") &&
 			strings.HasSuffix(watch.String(), talkingAnswer+"\n")

@@ -340,8 +340,11 @@ const (
 // this replica, for the Redis counts, if the config does not.
 func newQuotas(cfg Config, db store) *quota.Limiter {
 	opts := quota.Options{Limits: quota.Limits(cfg.Quotas), PublishEvery: quotaPublishEvery}
-	if rdb, ok := db.(*redis.Store); ok {
-		opts.Backend = rdb.Quotas(cfg.Store.Redis.Replica, quotaRunsTTL)
+	switch shared := db.(type) {
+	case *redis.Store:
+		opts.Backend = shared.Quotas(cfg.Store.Redis.Replica, quotaRunsTTL)
+	case *postgres.Store:
+		opts.Backend = shared.Quotas(cfg.Store.Redis.Replica, quotaRunsTTL)
 	}
 	return quota.New(opts)
 }

@@ -7,8 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/kerneld/kerneld/internal/store/redis/redistest"
 )
 
 // runCount returns how many runs session id has, read from p.
@@ -30,13 +28,16 @@ func scheduleAt(t *testing.T, p, q *process, at time.Time) string {
 	return id
 }
 
-// TestCluster_ScheduleFiresOnce: three replicas on one Redis, each looking
+// TestCluster_ScheduleFiresOnce: three replicas on one shared store, each looking
 // for due schedules every second, fire each schedule exactly once, with
 // a real kernel, whichever replica took the schedule and holds the
 // session.
 func TestCluster_ScheduleFiresOnce(t *testing.T) {
-	srv := redistest.Use(t)
-	c := newCluster(t, redisStore(srv.URL, srv.Prefix))
+	eachSharedStore(t, testScheduleFiresOnce)
+}
+
+func testScheduleFiresOnce(t *testing.T, store sharedStore) {
+	c := newCluster(t, store)
 	a, b, cc := c.startAll()
 	replicas := []*process{a, b, cc}
 	due := time.Now().Add(time.Second)
@@ -56,8 +57,11 @@ func TestCluster_ScheduleFiresOnce(t *testing.T) {
 // TestCluster_ScheduleAfterDowntime: a schedule due while no replica ran
 // fires once when one comes back.
 func TestCluster_ScheduleAfterDowntime(t *testing.T) {
-	srv := redistest.Use(t)
-	c := newCluster(t, redisStore(srv.URL, srv.Prefix))
+	eachSharedStore(t, testScheduleAfterDowntime)
+}
+
+func testScheduleAfterDowntime(t *testing.T, store sharedStore) {
+	c := newCluster(t, store)
 	a := c.start("a")
 	due := time.Now().Add(1500 * time.Millisecond)
 	id := scheduleAt(t, a, a, due)

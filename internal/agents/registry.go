@@ -69,7 +69,7 @@ func NewRegistry(opts Options, specs ...Spec) (*Registry, error) {
 func (r *Registry) Get(name string) (Spec, error) {
 	s, ok := r.current.Load().byName[name]
 	if !ok {
-		return Spec{}, errdefs.New(errdefs.ErrNotFound, "agent_not_found", "agent %q not found", name)
+		return Spec{}, errdefs.New(errdefs.ErrNotFound, errdefs.CodeAgentNotFound, "agent %q not found", name)
 	}
 	return s, nil
 }

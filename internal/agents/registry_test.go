@@ -38,7 +38,7 @@ func TestRegistry_Get(t *testing.T) {
 		_, err := r.Get("nope")
 		require.ErrorIs(t, err, errdefs.ErrNotFound)
 		assert.EqualError(t, err, `agent "nope" not found`)
-		assert.Equal(t, "agent_not_found", errdefs.CodeOf(err))
+		assert.Equal(t, "agent_not_found", string(errdefs.CodeOf(err)))
 	})
 }
 

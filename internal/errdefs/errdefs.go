@@ -30,14 +30,14 @@ var (
 // a client: no secrets, no raw upstream bodies.
 type Error struct {
 	Kind    error
-	Code    string
+	Code    Code
 	Message string
 	// Extra holds problem-detail extension members, e.g. "active_run_id".
 	Extra map[string]any
 }
 
 // New returns an *Error of the given kind and code with a formatted message.
-func New(kind error, code, format string, args ...any) *Error {
+func New(kind error, code Code, format string, args ...any) *Error {
 	return &Error{Kind: kind, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
@@ -100,16 +100,12 @@ func (v *ValidationError) Error() string {
 func (v *ValidationError) Is(target error) bool { return target == ErrInvalid }
 
 // CodeOf returns the Code of the first *Error in err's chain, or "".
-func CodeOf(err error) string {
+func CodeOf(err error) Code {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
 	}
 	return ""
 }
-
-// CodeStorageUnavailable is the code of every refusal caused by a store
-// that cannot take writes now: clients are told to retry later.
-const CodeStorageUnavailable = "storage_unavailable"
 
 // StorageError reports that the store could not take a write for a reason
 // that passes by itself or with an operator's help, not because of the

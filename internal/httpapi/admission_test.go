@@ -17,6 +17,8 @@ import (
 	"github.com/kerneld/kerneld/internal/quota"
 	"github.com/kerneld/kerneld/internal/store/redis"
 	"github.com/kerneld/kerneld/internal/store/redis/redistest"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
 )
 
 // admissionStores are the stores every admission test runs on; redis is
@@ -105,7 +107,7 @@ func TestAdmission_SessionPaths(t *testing.T) {
 			} {
 				res := ts.do(t, c.method, c.path, c.body, acmeKey...)
 				t.Run(c.name, func(t *testing.T) {
-					wantRefused(t, res, quota.CodeQuotaExceeded, quota.LimitSessions, time.Minute)
+					wantRefused(t, res, errdefs.CodeQuotaExceeded, quota.LimitSessions, time.Minute)
 				})
 			}
 
@@ -209,7 +211,7 @@ func TestAdmission_RunPaths(t *testing.T) {
 			} {
 				res := ts.do(t, c.method, c.path, c.body, acmeKey...)
 				t.Run(c.name, func(t *testing.T) {
-					wantRefused(t, res, quota.CodeQuotaExceeded, quota.LimitConcurrentRuns, 5*time.Second)
+					wantRefused(t, res, errdefs.CodeQuotaExceeded, quota.LimitConcurrentRuns, 5*time.Second)
 				})
 			}
 			// The waiter's session and the AI SDK's new chat, whose first

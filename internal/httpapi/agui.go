@@ -87,7 +87,7 @@ func (s *Server) handleAGUIRun(w http.ResponseWriter, r *http.Request) error {
 		// A retried runId: its run, replayed from its start.
 		w.Header().Set("Idempotent-Replayed", "true")
 		return s.streamAGUI(w, r, run, in.legacy)
-	} else if errdefs.CodeOf(err) != "run_not_found" {
+	} else if errdefs.CodeOf(err) != errdefs.CodeRunNotFound {
 		return err
 	}
 	history, err := s.history(r, sess.ID)
@@ -260,7 +260,7 @@ func edited(m clientMessage, stored session.Message) bool {
 // historyConflict is a 409 saying how a client's messages contradict the
 // stored history.
 func historyConflict(format string, args ...any) error {
-	return errdefs.New(errdefs.ErrConflict, "history_conflict",
+	return errdefs.New(errdefs.ErrConflict, errdefs.CodeHistoryConflict,
 		"messages contradict the thread's history: "+format+
 			"; kerneld keeps the history, so send it as received, plus the new user message (to edit, fork the thread: POST /sessions/{id}/fork)", args...)
 }

@@ -84,7 +84,7 @@ func (s *Server) resumeAGUI(w http.ResponseWriter, r *http.Request, sess session
 	}
 	for _, a := range in.resume {
 		if _, err := s.kernel.Decide(r.Context(), sess.ID, run.ID, a.interruptID, a.approve, a.reason); err != nil {
-			if errdefs.CodeOf(err) == "approval_decided" { // another request answered it meanwhile
+			if errdefs.CodeOf(err) == errdefs.CodeApprovalDecided { // another request answered it meanwhile
 				return notPending("resume: interrupt %q: %v", a.interruptID, err)
 			}
 			return err
@@ -186,7 +186,7 @@ func (s *Server) whyNotPending(ctx context.Context, sess session.Session, runID,
 
 // notPending is the 409 of an answer to an interrupt that is not pending.
 func notPending(format string, args ...any) error {
-	return errdefs.New(errdefs.ErrConflict, "interrupt_not_pending", format, args...)
+	return errdefs.New(errdefs.ErrConflict, errdefs.CodeInterruptNotPending, format, args...)
 }
 
 // noNewMessages checks that a resuming client's messages agree with the

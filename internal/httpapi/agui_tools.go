@@ -79,7 +79,7 @@ func (s *Server) clientTools(r *http.Request, tools []session.ClientTool, own ma
 		return nil, err
 	}
 	if spec.NoClientTools {
-		return nil, errdefs.New(errdefs.ErrUnprocessable, "client_tools_disabled",
+		return nil, errdefs.New(errdefs.ErrUnprocessable, errdefs.CodeClientToolsDisabled,
 			"agent %s takes no client-side tools (client_tools: false in its file): send an empty tools list", spec.Name)
 	}
 	var v *errdefs.ValidationError

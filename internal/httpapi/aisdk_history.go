@@ -69,7 +69,7 @@ func knownUser(stored []session.Message, id string) bool {
 // chatConflict is a 409 saying how a chat's messages contradict the
 // stored history.
 func chatConflict(format string, args ...any) error {
-	return errdefs.New(errdefs.ErrConflict, "history_conflict",
+	return errdefs.New(errdefs.ErrConflict, errdefs.CodeHistoryConflict,
 		"messages contradict the chat's history: "+format+
 			"; kerneld keeps the history, so send it as received plus the new user message (to edit a message, fork the chat: POST /sessions/{id}/fork; to answer again, regenerate)", args...)
 }
@@ -143,5 +143,5 @@ func matchApprovals(answers []chatApproval, pending []kernel.Approval) error {
 // approvalMismatch is a 409 for an answer that does not fit what the
 // chat waits for.
 func approvalMismatch(a chatApproval, why string) error {
-	return errdefs.New(errdefs.ErrConflict, "approval_not_pending", "%s answers an approval, but %s", a.field, why)
+	return errdefs.New(errdefs.ErrConflict, errdefs.CodeApprovalNotPending, "%s answers an approval, but %s", a.field, why)
 }

@@ -18,7 +18,7 @@ import (
 func (s *Server) regenerateChat(w http.ResponseWriter, r *http.Request, root, sess session.Session, in chat, history []session.Message) error {
 	idx := userMessageIndex(history, strings.TrimPrefix(in.messageID, answerPrefix))
 	if idx < 0 {
-		return errdefs.New(errdefs.ErrNotFound, "message_not_found", "messageId %q is not a user message of this chat, nor its answer", in.messageID)
+		return errdefs.New(errdefs.ErrNotFound, errdefs.CodeMessageNotFound, "messageId %q is not a user message of this chat, nor its answer", in.messageID)
 	}
 	input := history[idx]
 	if fresh, err := freshChatMessages(in.messages, history[:idx+1]); err != nil {

@@ -112,13 +112,13 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, run session.
 func (s *Server) handleAISDKStream(w http.ResponseWriter, r *http.Request) error {
 	sess, err := s.kernel.GetSession(r.Context(), r.PathValue("id"))
 	switch {
-	case errdefs.CodeOf(err) == "session_not_found":
+	case errdefs.CodeOf(err) == errdefs.CodeSessionNotFound:
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	case err != nil:
 		return err
 	case sess.Agent != r.PathValue("name"):
-		return errdefs.New(errdefs.ErrNotFound, "chat_not_found", "chat %q is not a chat of agent %s", r.PathValue("id"), r.PathValue("name"))
+		return errdefs.New(errdefs.ErrNotFound, errdefs.CodeChatNotFound, "chat %q is not a chat of agent %s", r.PathValue("id"), r.PathValue("name"))
 	}
 	if sess, err = s.chatSession(r.Context(), sess); err != nil {
 		return err
@@ -169,7 +169,7 @@ func (s *Server) chatSession(ctx context.Context, sess session.Session) (session
 		return sess, nil
 	}
 	fork, err := s.kernel.GetSession(ctx, head)
-	if errdefs.CodeOf(err) == "session_not_found" {
+	if errdefs.CodeOf(err) == errdefs.CodeSessionNotFound {
 		return sess, nil // the fork was deleted: the chat is its first session again
 	}
 	return fork, err

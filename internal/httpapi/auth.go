@@ -73,7 +73,7 @@ func (s *Server) principalFor(header string) (principal, bool) {
 func (s *Server) requireTenant(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if principalFrom(r.Context()).tenant == "" {
-			s.writeError(w, r, errdefs.New(errForbidden, "tenant_key_required",
+			s.writeError(w, r, errdefs.New(errForbidden, errdefs.CodeTenantKeyRequired,
 				"an operator key does not act as a tenant: use an API key (auth.api_keys)"))
 			return
 		}
@@ -89,7 +89,7 @@ func (s *Server) requireOperator(next http.Handler) http.Handler {
 		case p.operator:
 			next.ServeHTTP(w, r)
 		case p.keyed:
-			s.writeError(w, r, errdefs.New(errForbidden, "operator_key_required",
+			s.writeError(w, r, errdefs.New(errForbidden, errdefs.CodeOperatorKeyRequired,
 				"metrics need an operator key (auth.admin_keys), not a tenant's API key"))
 		default:
 			s.unauthorized(w, r)
@@ -100,7 +100,7 @@ func (s *Server) requireOperator(next http.Handler) http.Handler {
 // unauthorized answers 401 with a Bearer challenge.
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="kerneld"`)
-	s.writeError(w, r, errdefs.New(errUnauthorized, "unauthorized", "a valid API key is required: Authorization: Bearer <key>"))
+	s.writeError(w, r, errdefs.New(errUnauthorized, errdefs.CodeUnauthorized, "a valid API key is required: Authorization: Bearer <key>"))
 }
 
 // bearerToken returns the token of a "Bearer <token>" header, or "".

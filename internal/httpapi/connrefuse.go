@@ -77,11 +77,11 @@ func (l *ConnLimit) refuse(w http.ResponseWriter, r *http.Request, cap connCap) 
 	w.Header().Set("Retry-After", strconv.Itoa(int(l.opts.RetryAfter/time.Second)))
 	var err error
 	if cap == capAddress {
-		err = errdefs.New(errdefs.ErrExhausted, "too_many_connections_from_address",
+		err = errdefs.New(errdefs.ErrExhausted, errdefs.CodeTooManyConnectionsFromAddress,
 			"your address holds %d connections or requests, the most one address may; close idle ones or retry later",
 			l.opts.MaxPerAddress)
 	} else {
-		err = errdefs.New(errdefs.ErrUnavailable, "too_many_connections",
+		err = errdefs.New(errdefs.ErrUnavailable, errdefs.CodeTooManyConnections,
 			"kerneld holds %d open connections, the most it keeps; retry later", l.opts.Max)
 	}
 	writeProblem(w, r, err)

@@ -90,7 +90,7 @@ func (s *Server) handleConsoleFile(w http.ResponseWriter, r *http.Request) error
 func serveConsoleFile(w http.ResponseWriter, r *http.Request, name string) error {
 	f, ok := consoleFiles()[name]
 	if !ok || name == "index.html" && r.URL.Path != "/" {
-		return errdefs.New(errdefs.ErrNotFound, "console_file_not_found", "the console has no file %q", name)
+		return errdefs.New(errdefs.ErrNotFound, errdefs.CodeConsoleFileNotFound, "the console has no file %q", name)
 	}
 	h := w.Header()
 	h.Set("Content-Type", f.contentType)

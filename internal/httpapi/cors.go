@@ -38,7 +38,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 	if len(s.opts.CORSOrigins) == 0 {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if isPreflight(r) {
-				s.writeError(w, r, errdefs.New(errOriginRefused, "origin_not_allowed",
+				s.writeError(w, r, errdefs.New(errOriginRefused, errdefs.CodeOriginNotAllowed,
 					"origin %q is not allowed: kerneld allows no other origin until http.cors_origins "+
 						"(or KERNELD_CORS_ORIGINS) lists it", r.Header.Get("Origin")))
 				return
@@ -57,7 +57,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		allowed := origin != "" && s.allowOrigin(h, origin)
 		switch {
 		case preflight && !allowed:
-			s.writeError(w, r, errdefs.New(errOriginRefused, "origin_not_allowed",
+			s.writeError(w, r, errdefs.New(errOriginRefused, errdefs.CodeOriginNotAllowed,
 				"origin %q is not in http.cors_origins (or KERNELD_CORS_ORIGINS)", origin))
 		case preflight:
 			h.Set("Access-Control-Allow-Methods", corsMethods)
@@ -107,7 +107,7 @@ func ValidateCORSOrigins(origins []string) error {
 		}
 		scheme, host, ok := strings.Cut(o, "://")
 		if !ok || (scheme != "http" && scheme != "https") || host == "" || strings.ContainsAny(host, "/?#@ ") {
-			return errdefs.New(errdefs.ErrInvalid, "invalid_cors_origin",
+			return errdefs.New(errdefs.ErrInvalid, errdefs.CodeInvalidCORSOrigin,
 				"cors origin %q: want \"*\" or scheme://host[:port] with no path, like https://app.example.com", o)
 		}
 	}

@@ -25,20 +25,20 @@ var (
 var errorKinds = []struct {
 	kind   error
 	status int
-	code   string
+	code   errdefs.Code
 }{
-	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
-	{errForbidden, http.StatusForbidden, "forbidden"},
-	{errdefs.ErrInvalid, http.StatusBadRequest, "invalid_request"},
-	{errRequestTimeout, http.StatusRequestTimeout, "request_timeout"},
-	{errdefs.ErrNotFound, http.StatusNotFound, "not_found"},
-	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
-	{errdefs.ErrConflict, http.StatusConflict, "conflict"},
-	{errdefs.ErrUnprocessable, http.StatusUnprocessableEntity, "unprocessable"},
-	{errdefs.ErrExhausted, http.StatusTooManyRequests, "limit_exceeded"},
-	{errdefs.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
-	{errdefs.ErrUpstream, http.StatusBadGateway, "upstream_error"},
-	{context.DeadlineExceeded, http.StatusGatewayTimeout, "timeout"},
+	{errUnauthorized, http.StatusUnauthorized, errdefs.CodeUnauthorized},
+	{errForbidden, http.StatusForbidden, errdefs.CodeForbidden},
+	{errdefs.ErrInvalid, http.StatusBadRequest, errdefs.CodeInvalidRequest},
+	{errRequestTimeout, http.StatusRequestTimeout, errdefs.CodeRequestTimeout},
+	{errdefs.ErrNotFound, http.StatusNotFound, errdefs.CodeNotFound},
+	{errMethodNotAllowed, http.StatusMethodNotAllowed, errdefs.CodeMethodNotAllowed},
+	{errdefs.ErrConflict, http.StatusConflict, errdefs.CodeConflict},
+	{errdefs.ErrUnprocessable, http.StatusUnprocessableEntity, errdefs.CodeUnprocessable},
+	{errdefs.ErrExhausted, http.StatusTooManyRequests, errdefs.CodeLimitExceeded},
+	{errdefs.ErrUnavailable, http.StatusServiceUnavailable, errdefs.CodeUnavailable},
+	{errdefs.ErrUpstream, http.StatusBadGateway, errdefs.CodeUpstreamError},
+	{context.DeadlineExceeded, http.StatusGatewayTimeout, errdefs.CodeTimeout},
 }
 
 // retryStorageAfter is the Retry-After, in seconds, of a refusal while the
@@ -52,7 +52,7 @@ type problem struct {
 	Title     string            `json:"title"`
 	Status    int               `json:"status"`
 	Detail    string            `json:"detail"`
-	Code      string            `json:"code"`
+	Code      errdefs.Code      `json:"code"`
 	Instance  string            `json:"instance,omitempty"`
 	RequestID string            `json:"request_id,omitempty"`
 	Errors    map[string]string `json:"errors,omitempty"`
@@ -62,10 +62,10 @@ type problem struct {
 // problemFor classifies err.
 func problemFor(err error) problem {
 	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		return newProblem(http.StatusRequestEntityTooLarge, "body_too_large",
+		return newProblem(http.StatusRequestEntityTooLarge, errdefs.CodeBodyTooLarge,
 			"request body is larger than "+formatBytes(mbe.Limit))
 	}
-	p := newProblem(http.StatusInternalServerError, "internal", "internal error")
+	p := newProblem(http.StatusInternalServerError, errdefs.CodeInternal, "internal error")
 	for _, k := range errorKinds {
 		if errors.Is(err, k.kind) {
 			p = newProblem(k.status, k.code, err.Error())
@@ -86,9 +86,9 @@ func problemFor(err error) problem {
 }
 
 // problemType is the problem's type URI: one per stable code.
-func problemType(code string) string { return "urn:kerneld:problem:" + code }
+func problemType(code errdefs.Code) string { return "urn:kerneld:problem:" + string(code) }
 
-func newProblem(status int, code, detail string) problem {
+func newProblem(status int, code errdefs.Code, detail string) problem {
 	return problem{Type: problemType(code), Title: http.StatusText(status), Status: status, Detail: detail, Code: code}
 }
 
@@ -120,7 +120,7 @@ func (s *Server) announceQuota(r *http.Request, err error) {
 		return
 	}
 	limit, _ := e.Extra["limit"].(string)
-	if e.Code != quota.CodeQuotaExceeded && (e.Code != quota.CodeRateLimited || limit == quota.LimitRequests) {
+	if e.Code != errdefs.CodeQuotaExceeded && (e.Code != errdefs.CodeRateLimited || limit == quota.LimitRequests) {
 		return
 	}
 	s.kernel.AnnounceQuotaExceeded(r.Context(), r.PathValue("id"), limit, e.Message)

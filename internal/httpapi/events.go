@@ -29,7 +29,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	sess, err := s.kernel.GetSession(r.Context(), id)
-	if errdefs.CodeOf(err) == "session_not_found" && resumesStream(r) {
+	if errdefs.CodeOf(err) == errdefs.CodeSessionNotFound && resumesStream(r) {
 		// The session was deleted under the client's stream: there is
 		// nothing more to send, and 204 stops an EventSource reconnecting.
 		w.WriteHeader(http.StatusNoContent)
@@ -158,7 +158,7 @@ func eventCursor(r *http.Request, lastSeq int64) (int64, error) {
 		return 0, errdefs.Invalid(name, "must be a non-negative integer: the seq of the last event received")
 	}
 	if n > lastSeq {
-		return 0, errdefs.New(errdefs.ErrInvalid, "cursor_ahead",
+		return 0, errdefs.New(errdefs.ErrInvalid, errdefs.CodeCursorAhead,
 			"%s %d is beyond the session's last event (seq %d)", name, n, lastSeq).With("last_seq", lastSeq)
 	}
 	return n, nil

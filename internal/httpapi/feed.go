@@ -71,7 +71,7 @@ type feedStream struct {
 // handleSessionFeed handles "GET /sessions/events".
 func (s *Server) handleSessionFeed(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.Feed == nil {
-		return errdefs.New(errdefs.ErrUnavailable, "feed_unavailable", "this kerneld keeps no session feed")
+		return errdefs.New(errdefs.ErrUnavailable, errdefs.CodeFeedUnavailable, "this kerneld keeps no session feed")
 	}
 	snapshot, err := boolParam(r, "snapshot")
 	if err != nil {

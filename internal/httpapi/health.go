@@ -28,7 +28,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) error {
 // handleMetrics handles "GET /metrics" (Prometheus text format).
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.Metrics == nil {
-		return errdefs.New(errdefs.ErrNotFound, "metrics_disabled", "metrics are not served on this listener")
+		return errdefs.New(errdefs.ErrNotFound, errdefs.CodeMetricsDisabled, "metrics are not served on this listener")
 	}
 	s.opts.Metrics.ServeHTTP(w, r)
 	return nil
@@ -37,7 +37,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) error {
 // handleOpenAPI handles "GET /openapi.yaml": the API's contract.
 func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) error {
 	if len(s.opts.OpenAPI) == 0 {
-		return errdefs.New(errdefs.ErrNotFound, "openapi_unavailable", "the OpenAPI document is not embedded in this build")
+		return errdefs.New(errdefs.ErrNotFound, errdefs.CodeOpenAPIUnavailable, "the OpenAPI document is not embedded in this build")
 	}
 	w.Header().Set("Content-Type", "application/yaml")
 	_, _ = w.Write(s.opts.OpenAPI) // the client may be gone

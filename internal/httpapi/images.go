@@ -39,7 +39,7 @@ func (s *Server) readImages(parts []imagePart, field string) ([]images.Input, er
 // errImagesNotRun refuses input with images, checked and well-formed,
 // that runs cannot take yet: the model would never see them.
 func errImagesNotRun(field string) error {
-	return errdefs.New(errdefs.ErrUnprocessable, "images_not_supported",
+	return errdefs.New(errdefs.ErrUnprocessable, errdefs.CodeImagesNotSupported,
 		"%s carries images, which runs do not take yet; send its text alone", field)
 }
 

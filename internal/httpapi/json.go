@@ -82,7 +82,7 @@ func readError(err error) error {
 	if errors.Is(err, errRequestTimeout) {
 		return err
 	}
-	return errdefs.New(errdefs.ErrInvalid, "invalid_request", "request body: %v", err)
+	return errdefs.New(errdefs.ErrInvalid, errdefs.CodeInvalidRequest, "request body: %v", err)
 }
 
 // writeJSON writes v as a JSON response.

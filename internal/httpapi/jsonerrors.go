@@ -33,7 +33,7 @@ func bodyError(body []byte, err error) error {
 
 // invalidBody is a problem with the body as a whole.
 func invalidBody(what string) error {
-	return errdefs.New(errdefs.ErrInvalid, "invalid_request", "request body: %s", what)
+	return errdefs.New(errdefs.ErrInvalid, errdefs.CodeInvalidRequest, "request body: %s", what)
 }
 
 // syntaxError explains a body that is not one well-formed JSON value.

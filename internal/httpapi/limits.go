@@ -97,10 +97,10 @@ func (b *pacedBody) deadline() time.Time {
 // tooSlow says which bound the body missed.
 func (b *pacedBody) tooSlow(deadline time.Time) error {
 	if !b.end.IsZero() && !deadline.Before(b.end) {
-		return errdefs.New(errRequestTimeout, "body_too_slow",
+		return errdefs.New(errRequestTimeout, errdefs.CodeBodyTooSlow,
 			"the request body was not read within the read timeout (%s): %d bytes arrived", b.end.Sub(b.start), b.n)
 	}
-	return errdefs.New(errRequestTimeout, "body_too_slow",
+	return errdefs.New(errRequestTimeout, errdefs.CodeBodyTooSlow,
 		"the request body arrived slower than %d bytes/s: %d bytes in %s", b.rate, b.n, time.Since(b.start).Round(time.Millisecond))
 }
 
@@ -125,11 +125,11 @@ func (l *streamSlots) acquire(tenant string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.perTenant > 0 && l.byTenant[tenant] >= l.perTenant {
-		return errdefs.New(errdefs.ErrExhausted, "too_many_streams",
+		return errdefs.New(errdefs.ErrExhausted, errdefs.CodeTooManyStreams,
 			"this tenant has %d open event streams, the most it may have; close one or retry later", l.byTenant[tenant])
 	}
 	if l.max > 0 && l.total >= l.max {
-		return errdefs.New(errdefs.ErrUnavailable, "streams_unavailable",
+		return errdefs.New(errdefs.ErrUnavailable, errdefs.CodeStreamsUnavailable,
 			"kerneld holds %d open event streams, the most it serves; retry later", l.total)
 	}
 	l.total++

@@ -66,7 +66,7 @@ func checkParams(r *http.Request, allowed []string) error {
 	sort.Strings(names)
 	for _, name := range names {
 		if !paramAllowed(name, allowed) {
-			return errdefs.New(errdefs.ErrInvalid, "unknown_parameter",
+			return errdefs.New(errdefs.ErrInvalid, errdefs.CodeUnknownParameter,
 				"unknown query parameter %q; this route takes %s", name, strings.Join(paramNames(allowed), ", ")).
 				With("parameter", name)
 		}

@@ -32,7 +32,7 @@ func (s *Server) limitRequests(next http.Handler) http.Handler {
 			h.Set("RateLimit-Policy", fmt.Sprintf(`"requests";q=%d;w=%d`, p.Quota, ceilSeconds(p.Window)))
 			h.Set("RateLimit", fmt.Sprintf(`"requests";r=%d;t=%d`, p.Remaining, ceilSeconds(p.Reset)))
 		}
-		if errdefs.CodeOf(err) == quota.CodeRateLimited {
+		if errdefs.CodeOf(err) == errdefs.CodeRateLimited {
 			s.writeError(w, r, err)
 			return
 		}

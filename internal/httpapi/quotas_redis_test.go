@@ -8,6 +8,8 @@ import (
 	"github.com/kerneld/kerneld/internal/quota"
 	"github.com/kerneld/kerneld/internal/store/redis"
 	"github.com/kerneld/kerneld/internal/store/redis/redistest"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
 )
 
 // newReplicaPair returns two servers, replicas a and b, whose quotas are
@@ -38,7 +40,7 @@ func TestQuotas_AcrossReplicas(t *testing.T) {
 		a.must(t, http.StatusOK, "GET", "/agents", "", acmeKey...)
 		res := b.do(t, "GET", "/agents", "", acmeKey...)
 		wantHeader(t, res, "RateLimit", `"requests";r=0;t=200`)
-		wantRefused(t, a.do(t, "GET", "/agents", "", acmeKey...), quota.CodeRateLimited, quota.LimitRequests, 100*time.Second)
+		wantRefused(t, a.do(t, "GET", "/agents", "", acmeKey...), errdefs.CodeRateLimited, quota.LimitRequests, 100*time.Second)
 		b.must(t, http.StatusOK, "GET", "/agents", "", otherKey...)
 	})
 	t.Run("RunsPerMinute", func(t *testing.T) {
@@ -48,7 +50,7 @@ func TestQuotas_AcrossReplicas(t *testing.T) {
 		a.must(t, http.StatusAccepted, "POST", "/sessions/"+sa+"/run", `{"input":"hi"}`, acmeKey...)
 		b.must(t, http.StatusAccepted, "POST", "/sessions/"+sb+"/run", `{"input":"hi"}`, acmeKey...)
 		wantRefused(t, a.do(t, "POST", "/sessions/"+sa+"/run", `{"input":"hi","if_busy":"queue"}`, acmeKey...),
-			quota.CodeRateLimited, quota.LimitRunsPerMinute, 30*time.Second)
+			errdefs.CodeRateLimited, quota.LimitRunsPerMinute, 30*time.Second)
 	})
 	t.Run("ConcurrentRuns", func(t *testing.T) {
 		a, b := newReplicaPair(t, quota.Limits{MaxConcurrentRuns: 1})
@@ -57,7 +59,7 @@ func TestQuotas_AcrossReplicas(t *testing.T) {
 		runID := a.must(t, http.StatusAccepted, "POST", "/sessions/"+sa+"/run", `{"input":"hi"}`, acmeKey...)["id"].(string)
 		<-a.kernel.Wait.Started()
 		wantRefused(t, b.do(t, "POST", "/sessions/"+sb+"/run", `{"input":"hi"}`, acmeKey...),
-			quota.CodeQuotaExceeded, quota.LimitConcurrentRuns, 5*time.Second)
+			errdefs.CodeQuotaExceeded, quota.LimitConcurrentRuns, 5*time.Second)
 		if u := b.must(t, http.StatusOK, "GET", "/usage", "", acmeKey...)["usage"].(map[string]any); u["concurrent_runs"] != float64(1) {
 			t.Errorf("usage.concurrent_runs on the other replica = %v, want 1", u["concurrent_runs"])
 		}
@@ -75,7 +77,7 @@ func TestQuotas_AcrossReplicas(t *testing.T) {
 		runID := a.must(t, http.StatusAccepted, "POST", "/sessions/"+sa+"/run", `{"input":"hi"}`, acmeKey...)["id"].(string)
 		a.waitRunAs(t, sa, runID, acmeKey)
 		wantRefused(t, b.do(t, "POST", "/sessions/"+sb+"/run", `{"input":"hi"}`, acmeKey...),
-			quota.CodeQuotaExceeded, quota.LimitTokensPerDay, 24*time.Hour)
+			errdefs.CodeQuotaExceeded, quota.LimitTokensPerDay, 24*time.Hour)
 		b.must(t, http.StatusCreated, "POST", "/sessions", `{"agent":"echo"}`, otherKey...)
 	})
 }

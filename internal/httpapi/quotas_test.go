@@ -10,6 +10,8 @@ import (
 	"github.com/kerneld/kerneld/internal/httpapi"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/quota"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
 )
 
 // Two tenants and an operator, for every quota test.
@@ -38,9 +40,9 @@ func newQuotaServer(t *testing.T, limits quota.Limits, lim *quota.Limiter) *test
 
 // wantRefused checks a quota's refusal: status 429, code, the limit it
 // names and a Retry-After of at least one second and at most maxRetry.
-func wantRefused(t *testing.T, res response, code, limit string, maxRetry time.Duration) {
+func wantRefused(t *testing.T, res response, code errdefs.Code, limit string, maxRetry time.Duration) {
 	t.Helper()
-	p := wantProblem(t, res, http.StatusTooManyRequests, code)
+	p := wantProblem(t, res, http.StatusTooManyRequests, string(code))
 	if p["limit"] != limit {
 		t.Errorf("limit = %v, want %s", p["limit"], limit)
 	}
@@ -68,7 +70,7 @@ func TestQuotas_Requests(t *testing.T) {
 		wantHeader(t, res, "RateLimit", `"requests";r=`+strconv.Itoa(i)+`;t=`+strconv.Itoa(100*(3-i)))
 	}
 	res := ts.do(t, "GET", "/sessions", "", acmeKey...)
-	wantRefused(t, res, quota.CodeRateLimited, quota.LimitRequests, 100*time.Second)
+	wantRefused(t, res, errdefs.CodeRateLimited, quota.LimitRequests, 100*time.Second)
 	wantHeader(t, res, "RateLimit", `"requests";r=0;t=100`)
 	wantHeader(t, res, "RateLimit-Policy", `"requests";q=3;w=300`)
 
@@ -103,7 +105,7 @@ func TestQuotas_Sessions(t *testing.T) {
 	first := ts.must(t, http.StatusCreated, "POST", "/sessions", `{"agent":"echo"}`, acmeKey...)["id"].(string)
 	ts.must(t, http.StatusCreated, "POST", "/sessions", `{"agent":"echo"}`, acmeKey...)
 	res := ts.do(t, "POST", "/sessions", `{"agent":"echo"}`, acmeKey...)
-	wantRefused(t, res, quota.CodeQuotaExceeded, quota.LimitSessions, time.Minute)
+	wantRefused(t, res, errdefs.CodeQuotaExceeded, quota.LimitSessions, time.Minute)
 
 	ts.must(t, http.StatusCreated, "POST", "/sessions", `{"agent":"echo"}`, otherKey...)
 	usage := ts.must(t, http.StatusOK, "GET", "/usage", "", acmeKey...)
@@ -131,7 +133,7 @@ func TestQuotas_RunsPerMinute(t *testing.T) {
 		t.Errorf("usage.runs_available = %v, want 0", u["runs_available"])
 	}
 	res := ts.do(t, "POST", "/sessions/"+id+"/run", `{"input":"hi"}`, acmeKey...)
-	wantRefused(t, res, quota.CodeRateLimited, quota.LimitRunsPerMinute, 30*time.Second)
+	wantRefused(t, res, errdefs.CodeRateLimited, quota.LimitRunsPerMinute, 30*time.Second)
 
 	other := ts.must(t, http.StatusCreated, "POST", "/sessions", `{"agent":"echo"}`, otherKey...)["id"].(string)
 	ts.must(t, http.StatusAccepted, "POST", "/sessions/"+other+"/run", `{"input":"hi"}`, otherKey...)
@@ -147,7 +149,7 @@ func TestQuotas_ConcurrentRuns(t *testing.T) {
 	<-ts.kernel.Wait.Started()
 
 	res := ts.do(t, "POST", "/sessions/"+second+"/run", `{"input":"hi"}`, acmeKey...)
-	wantRefused(t, res, quota.CodeQuotaExceeded, quota.LimitConcurrentRuns, 5*time.Second)
+	wantRefused(t, res, errdefs.CodeQuotaExceeded, quota.LimitConcurrentRuns, 5*time.Second)
 	if u := ts.must(t, http.StatusOK, "GET", "/usage", "", acmeKey...)["usage"].(map[string]any); u["concurrent_runs"] != float64(1) {
 		t.Errorf("usage.concurrent_runs = %v, want 1", u["concurrent_runs"])
 	}
@@ -196,7 +198,7 @@ func TestQuotas_TokensPerDay(t *testing.T) {
 	}
 
 	res := ts.do(t, "POST", "/sessions/"+id+"/run", `{"input":"hi"}`, acmeKey...)
-	wantRefused(t, res, quota.CodeQuotaExceeded, quota.LimitTokensPerDay, 24*time.Hour)
+	wantRefused(t, res, errdefs.CodeQuotaExceeded, quota.LimitTokensPerDay, 24*time.Hour)
 	other := ts.must(t, http.StatusCreated, "POST", "/sessions", `{"agent":"echo"}`, otherKey...)["id"].(string)
 	ts.must(t, http.StatusAccepted, "POST", "/sessions/"+other+"/run", `{"input":"hi"}`, otherKey...)
 }
@@ -209,7 +211,7 @@ func TestQuotas_Forks(t *testing.T) {
 	runID := ts.must(t, http.StatusAccepted, "POST", "/sessions/"+id+"/run", `{"input":"hi"}`, acmeKey...)["id"].(string)
 	ts.waitRunAs(t, id, runID, acmeKey)
 	wantRefused(t, ts.do(t, "POST", "/sessions/"+id+"/runs/"+runID+"/regenerate", "", acmeKey...),
-		quota.CodeRateLimited, quota.LimitRunsPerMinute, time.Minute)
+		errdefs.CodeRateLimited, quota.LimitRunsPerMinute, time.Minute)
 	ts.must(t, http.StatusCreated, "POST", "/sessions/"+id+"/fork", "", acmeKey...)
-	wantRefused(t, ts.do(t, "POST", "/sessions/"+id+"/fork", "", acmeKey...), quota.CodeQuotaExceeded, quota.LimitSessions, time.Minute)
+	wantRefused(t, ts.do(t, "POST", "/sessions/"+id+"/fork", "", acmeKey...), errdefs.CodeQuotaExceeded, quota.LimitSessions, time.Minute)
 }

@@ -102,7 +102,7 @@ func MetricsHandler(opts Options) http.Handler {
 
 // handleNotFound answers a path no route matches.
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) error {
-	return errdefs.New(errdefs.ErrNotFound, "route_not_found", "no route for %s %s", r.Method, r.URL.Path)
+	return errdefs.New(errdefs.ErrNotFound, errdefs.CodeRouteNotFound, "no route for %s %s", r.Method, r.URL.Path)
 }
 
 // handleMethodNotAllowed answers a known path with the wrong method,
@@ -115,7 +115,7 @@ func (s *Server) handleMethodNotAllowed(w http.ResponseWriter, r *http.Request) 
 		}
 	}
 	w.Header().Set("Allow", strings.Join(allowed, ", "))
-	return errdefs.New(errMethodNotAllowed, "method_not_allowed", "%s is not allowed on %s", r.Method, r.URL.Path)
+	return errdefs.New(errMethodNotAllowed, errdefs.CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path)
 }
 
 // Routes lists the API's routes as "METHOD /path" in chi's syntax, sorted,

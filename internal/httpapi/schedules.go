@@ -90,7 +90,7 @@ func formatEvery(d time.Duration) string {
 // none.
 func (s *Server) schedules() (*schedule.Service, error) {
 	if s.opts.Schedules == nil {
-		return nil, errdefs.New(errdefs.ErrUnavailable, "schedules_unavailable", "this server runs no schedules")
+		return nil, errdefs.New(errdefs.ErrUnavailable, errdefs.CodeSchedulesUnavailable, "this server runs no schedules")
 	}
 	return s.opts.Schedules, nil
 }

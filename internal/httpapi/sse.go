@@ -61,7 +61,7 @@ type stream struct {
 func (s *Streams) serve(w http.ResponseWriter, r *http.Request, log eventReader, req streamRequest) error {
 	f, sub := s.subscribe(req.sessionID, req.after)
 	if f == nil {
-		return errdefs.New(errdefs.ErrUnavailable, "shutting_down", "kerneld is shutting down")
+		return errdefs.New(errdefs.ErrUnavailable, errdefs.CodeShuttingDown, "kerneld is shutting down")
 	}
 	defer s.unsubscribe(req.sessionID, f, sub)
 	// Read the session only once subscribed: a close before this is seen
@@ -327,7 +327,7 @@ func (st *stream) sessionGone(ctx context.Context) bool {
 		return false // runGone looks after run streams
 	}
 	_, err := st.log.GetSession(ctx, st.req.sessionID)
-	return errdefs.CodeOf(err) == "session_not_found"
+	return errdefs.CodeOf(err) == errdefs.CodeSessionNotFound
 }
 
 // flushBuf writes the frames gathered in buf, if any, in one write.

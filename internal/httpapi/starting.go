@@ -20,6 +20,6 @@ func Starting(version string) http.Handler {
 			return
 		}
 		w.Header().Set("Retry-After", "1")
-		s.writeError(w, r, errdefs.New(errdefs.ErrUnavailable, "starting", "kerneld is starting: opening and recovering its store"))
+		s.writeError(w, r, errdefs.New(errdefs.ErrUnavailable, errdefs.CodeStarting, "kerneld is starting: opening and recovering its store"))
 	}))
 }

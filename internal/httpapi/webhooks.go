@@ -46,7 +46,7 @@ func toDeliveryResponse(d webhook.Delivery) deliveryResponse {
 // runs without one.
 func (s *Server) webhooks() (*webhook.Dispatcher, error) {
 	if s.opts.Webhooks == nil {
-		return nil, errdefs.New(errdefs.ErrNotFound, "webhooks_disabled", "webhooks are not enabled on this server")
+		return nil, errdefs.New(errdefs.ErrNotFound, errdefs.CodeWebhooksDisabled, "webhooks are not enabled on this server")
 	}
 	return s.opts.Webhooks, nil
 }

@@ -174,5 +174,5 @@ func (l *Library) tooLarge(n int64) error {
 }
 
 func invalid(problem string) error {
-	return errdefs.New(errdefs.ErrInvalid, "invalid_image", "%s", problem)
+	return errdefs.New(errdefs.ErrInvalid, errdefs.CodeInvalidImage, "%s", problem)
 }

@@ -65,7 +65,7 @@ func TestLibrary_Check(t *testing.T) {
 			}
 			require.ErrorIs(t, err, errdefs.ErrInvalid)
 			assert.Contains(t, err.Error(), tt.want)
-			assert.Equal(t, "invalid_image", errdefs.CodeOf(err))
+			assert.Equal(t, "invalid_image", string(errdefs.CodeOf(err)))
 		})
 	}
 }
@@ -151,7 +151,7 @@ func TestLibrary_PutRefuses(t *testing.T) {
 
 	_, err = lib.Put(t.Context(), "acme", id, []images.Input{png, {MediaType: "image/gif", Data: imagestest.GIF()}})
 	require.ErrorIs(t, err, errdefs.ErrExhausted, "the tenant has room for the PNG alone")
-	assert.Equal(t, "image_quota_exceeded", errdefs.CodeOf(err))
+	assert.Equal(t, "image_quota_exceeded", string(errdefs.CodeOf(err)))
 
 	_, err = lib.Put(t.Context(), "acme", id, []images.Input{{MediaType: "image/gif", Data: imagestest.PNG()}})
 	require.ErrorContains(t, err, "image 0: says image/gif but its bytes are image/png")

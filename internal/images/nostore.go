@@ -11,7 +11,7 @@ import (
 type noStore struct{}
 
 func (noStore) PutImage(context.Context, string, session.Image, int64) error {
-	return errdefs.New(errdefs.ErrUnavailable, "images_not_kept", "this server keeps no images")
+	return errdefs.New(errdefs.ErrUnavailable, errdefs.CodeImagesNotKept, "this server keeps no images")
 }
 
 func (noStore) GetImage(_ context.Context, _, hash string) (session.Image, error) {

@@ -101,7 +101,7 @@ func (k *Kernel) DecideWith(ctx context.Context, sessionID, runID, toolCallID st
 			return decidedError(toolCallID, a)
 		}
 		if r.State.Terminal() || r.State == session.RunQueued {
-			return errdefs.New(errdefs.ErrConflict, "run_not_waiting", "run %s is not waiting for a decision", runID)
+			return errdefs.New(errdefs.ErrConflict, errdefs.CodeRunNotWaiting, "run %s is not waiting for a decision", runID)
 		}
 		r.Decisions = append(r.Decisions, session.Decision{ToolCallID: toolCallID, Approve: approve, Reason: reason, At: now,
 			Always: always, SameArguments: v.SameArguments})
@@ -133,7 +133,7 @@ func decidedError(toolCallID string, a Approval) error {
 	if state == ApprovalPending {
 		state = "decided"
 	}
-	return errdefs.New(errdefs.ErrConflict, "approval_decided", "tool call %s was already %s", toolCallID, state)
+	return errdefs.New(errdefs.ErrConflict, errdefs.CodeApprovalDecided, "tool call %s was already %s", toolCallID, state)
 }
 
 // approval returns one approval of a run, from its events.
@@ -147,7 +147,7 @@ func (k *Kernel) approval(ctx context.Context, sessionID, runID, toolCallID stri
 			return a, nil
 		}
 	}
-	return Approval{}, errdefs.New(errdefs.ErrNotFound, "approval_not_found",
+	return Approval{}, errdefs.New(errdefs.ErrNotFound, errdefs.CodeApprovalNotFound,
 		"run %s asked for no approval of tool call %q", runID, toolCallID)
 }
 

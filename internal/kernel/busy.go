@@ -22,7 +22,7 @@ func (k *Kernel) whileBusy(ctx context.Context, s session.Session, busy string, 
 	case BusyQueue, BusyInterrupt, BusySteer:
 		return k.post(ctx, s, req, req.IfBusy)
 	}
-	return session.Run{}, false, errdefs.New(errdefs.ErrConflict, "session_busy",
+	return session.Run{}, false, errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionBusy,
 		"session %s is running %s", session.PublicID(s.ID), busy).With("active_run_id", busy)
 }
 

@@ -50,12 +50,12 @@ func (k *Kernel) EnsureSession(ctx context.Context, req CreateSession) (s sessio
 	}
 	if s, err := k.GetSession(ctx, name); err == nil {
 		return s, false, sameCreation(s, req)
-	} else if errdefs.CodeOf(err) != "session_not_found" {
+	} else if errdefs.CodeOf(err) != errdefs.CodeSessionNotFound {
 		return session.Session{}, false, err
 	}
 	req.key = key
 	s, err = k.CreateSession(ctx, req)
-	if errdefs.CodeOf(err) == "session_exists" {
+	if errdefs.CodeOf(err) == errdefs.CodeSessionExists {
 		// Another request created it since the look above.
 		if s, err := k.GetSession(ctx, name); err == nil {
 			return s, false, sameCreation(s, req)
@@ -76,7 +76,7 @@ func sameCreation(s session.Session, req CreateSession) error {
 	if req.IdempotencyKey == "" || s.RequestHash == "" || s.RequestHash == creationHash(req) {
 		return nil
 	}
-	return errdefs.New(errdefs.ErrUnprocessable, "idempotency_key_reused",
+	return errdefs.New(errdefs.ErrUnprocessable, errdefs.CodeIdempotencyKeyReused,
 		"Idempotency-Key %q was used for session %s with another request body", req.IdempotencyKey,
 		session.PublicID(s.ID)).With("session_id", session.PublicID(s.ID))
 }
@@ -119,7 +119,7 @@ func sameAgent(s session.Session, agent string) error {
 	if s.Agent == agent {
 		return nil
 	}
-	return errdefs.New(errdefs.ErrConflict, "session_exists",
+	return errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionExists,
 		"session %q exists for agent %q, not %q", session.PublicID(s.ID), s.Agent, agent)
 }
 

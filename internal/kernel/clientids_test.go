@@ -74,7 +74,7 @@ func TestEnsureSession_ReplicasCreateOneSession(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, "echo", got.Agent)
 			_, _, err = rs[0].EnsureSession(acme, kernel.CreateSession{Agent: "tooluser", ID: "thread-1"})
-			assert.Equal(t, "session_exists", errdefs.CodeOf(err))
+			assert.Equal(t, "session_exists", string(errdefs.CodeOf(err)))
 
 			// Runs, events and messages of a client id work on every store.
 			run, _, err := rs[1].Run(acme, "thread-1", kernel.RunRequest{Input: "hi", ID: "run-1"})
@@ -93,7 +93,7 @@ func TestEnsureSession_ReplicasCreateOneSession(t *testing.T) {
 			_, err = rs[0].Messages(other, "thread-1", kernel.PageRequest{})
 			assert.NoError(t, err, "tenant other has its own thread-1")
 			_, err = rs[0].GetRun(other, "thread-1", run.ID)
-			assert.Equal(t, "run_not_found", errdefs.CodeOf(err), "tenant other does not see acme's run")
+			assert.Equal(t, "run_not_found", string(errdefs.CodeOf(err)), "tenant other does not see acme's run")
 		})
 	}
 }

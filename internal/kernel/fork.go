@@ -82,7 +82,7 @@ func (k *Kernel) inputPosition(ctx context.Context, run session.Run) (int64, err
 		return 0, err
 	}
 	if pos == 0 || run.Input == "" {
-		return 0, errdefs.New(errdefs.ErrConflict, "run_not_regenerable",
+		return 0, errdefs.New(errdefs.ErrConflict, errdefs.CodeRunNotRegenerable,
 			"run %s has no input of its own in the history: it never started, joined another run as a steer, or holds a fork's snapshot", run.ID)
 	}
 	return pos, nil
@@ -121,7 +121,7 @@ func (k *Kernel) historyUpTo(ctx context.Context, id string, at int64) ([]sessio
 		return nil, err
 	}
 	if int64(len(msgs)) < at {
-		return nil, errdefs.New(errdefs.ErrUnprocessable, "message_not_found",
+		return nil, errdefs.New(errdefs.ErrUnprocessable, errdefs.CodeMessageNotFound,
 			"session %s has no message at position %d (its last is %d)", id, at, len(msgs)).With("last_position", len(msgs))
 	}
 	if at == 0 {
@@ -133,7 +133,7 @@ func (k *Kernel) historyUpTo(ctx context.Context, id string, at int64) ([]sessio
 		return nil, err
 	}
 	if !ended {
-		return nil, errdefs.New(errdefs.ErrConflict, "message_not_completed",
+		return nil, errdefs.New(errdefs.ErrConflict, errdefs.CodeMessageNotCompleted,
 			"message %d belongs to run %s, which has not ended: fork at an earlier message, or without at_message to fork the completed history",
 			at, msgs[at-1].RunID).With("run_id", msgs[at-1].RunID)
 	}
@@ -229,7 +229,7 @@ func checkForkPoint(msgs []session.Message) error {
 	if len(open) == 0 {
 		return nil
 	}
-	return errdefs.New(errdefs.ErrUnprocessable, "unanswered_tool_calls",
+	return errdefs.New(errdefs.ErrUnprocessable, errdefs.CodeUnansweredToolCalls,
 		"message %d leaves %d tool calls without their results: fork at their last result, or before the message that made them",
 		len(msgs), len(open))
 }

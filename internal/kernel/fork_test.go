@@ -230,7 +230,7 @@ func testForkPositions(t *testing.T, e forkEnv) {
 				_, err := k.ForkSession(ctx, src.ID, kernel.ForkRequest{AtMessage: position(tt.at)})
 				require.ErrorIs(t, err, tt.kind)
 				if tt.code != "" {
-					assert.Equal(t, tt.code, errdefs.CodeOf(err))
+					assert.Equal(t, tt.code, string(errdefs.CodeOf(err)))
 				}
 			})
 		}

@@ -381,7 +381,7 @@ func requireCode(tb testing.TB, err error, kind error, code string) {
 	tb.Helper()
 	require.Error(tb, err)
 	require.ErrorIs(tb, err, kind, "error %v", err)
-	require.Equal(tb, code, errdefs.CodeOf(err), "code of %v", err)
+	require.Equal(tb, code, string(errdefs.CodeOf(err)), "code of %v", err)
 }
 
 // checkLog checks kerneld's stream shape (DESIGN.md §4) on a session's log

@@ -267,7 +267,7 @@ func withDefaults(l Limits) Limits {
 // checkOpen returns ErrUnavailable once Close has been called.
 func (k *Kernel) checkOpen() error {
 	if k.closed.Load() {
-		return errdefs.New(errdefs.ErrUnavailable, "shutting_down", "kerneld is shutting down")
+		return errdefs.New(errdefs.ErrUnavailable, errdefs.CodeShuttingDown, "kerneld is shutting down")
 	}
 	return nil
 }
@@ -279,7 +279,7 @@ func (k *Kernel) Ready(ctx context.Context) error {
 		return err
 	}
 	if err := k.store.Ping(ctx); err != nil || k.owner.pausedRuns() {
-		return errdefs.New(errdefs.ErrUnavailable, "store_unavailable", "store is unavailable")
+		return errdefs.New(errdefs.ErrUnavailable, errdefs.CodeStoreUnavailable, "store is unavailable")
 	}
 	return nil
 }

@@ -105,7 +105,7 @@ func (k *Kernel) refuseChildren(ctx context.Context, id string, cascade bool) er
 		return fmt.Errorf("list children: %w", err)
 	}
 	if len(children) > 0 {
-		return errdefs.New(errdefs.ErrConflict, "session_has_children",
+		return errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionHasChildren,
 			"session %s has %d child sessions; delete with cascade=true to delete them too", id, len(children)).
 			With("children", len(children))
 	}
@@ -227,5 +227,5 @@ func (k *Kernel) notifyEnded(s session.Session) {
 
 // sessionClosed is the error of a change a closed session refuses.
 func sessionClosed(id string) error {
-	return errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", session.PublicID(id))
+	return errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionClosed, "session %s is closed", session.PublicID(id))
 }

@@ -73,7 +73,7 @@ func (k *Kernel) putMemory(ctx context.Context, sessionID, key string, value jso
 	e.SessionID, e.UpdatedAt = sessionID, k.now().UTC()
 	if err := k.store.PutMemory(ctx, e, k.limits.MaxMemoryEntries); err != nil {
 		if errors.Is(err, errdefs.ErrExhausted) {
-			return e, errdefs.New(errdefs.ErrExhausted, "memory_full",
+			return e, errdefs.New(errdefs.ErrExhausted, errdefs.CodeMemoryFull,
 				"session memory holds its maximum of %d entries", k.limits.MaxMemoryEntries)
 		}
 		return e, fmt.Errorf("put memory: %w", err)

@@ -57,7 +57,7 @@ func checkOverrideShape(o *session.Overrides) error {
 
 // notAllowed is the error of an override the agent does not allow.
 func notAllowed(field string, value any, format string, args ...any) error {
-	return errdefs.New(errdefs.ErrUnprocessable, "override_not_allowed", "%s %v is not allowed: %s",
+	return errdefs.New(errdefs.ErrUnprocessable, errdefs.CodeOverrideNotAllowed, "%s %v is not allowed: %s",
 		field, value, fmt.Sprintf(format, args...)).With("field", field).With("value", value)
 }
 

@@ -36,7 +36,7 @@ func checkPermissionMode(spec agents.Spec, m string) error {
 	}
 	if !spec.AllowsPermissionMode(m) {
 		allowed := spec.AllowedPermissionModes()
-		return errdefs.New(errdefs.ErrUnprocessable, "permission_mode_not_allowed",
+		return errdefs.New(errdefs.ErrUnprocessable, errdefs.CodePermissionModeNotAllowed,
 			"agent %q does not allow permission_mode %q; its sessions may choose %s (agent file: permission_modes)",
 			spec.Name, m, strings.Join(allowed, ", ")).With("allowed", allowed)
 	}

@@ -51,7 +51,7 @@ func (k *Kernel) Repair(ctx context.Context, id string, dryRun bool) (RepairRepo
 	unlock()
 	switch {
 	case errors.Is(err, session.ErrLeaseHeld) || (err == nil && !fresh):
-		return RepairReport{}, errdefs.New(errdefs.ErrConflict, "session_running",
+		return RepairReport{}, errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionRunning,
 			"session %s is running: repair applies to a session no replica runs", id)
 	case err != nil:
 		return RepairReport{}, err

@@ -477,7 +477,7 @@ func testRunIfBusy(t *testing.T) {
 		t.Run(string(tt.ifBusy), func(t *testing.T) {
 			_, _, err := k.Run(t.Context(), s.ID, kernel.RunRequest{Input: "second", IfBusy: tt.ifBusy})
 			require.ErrorIs(t, err, errdefs.ErrInvalid)
-			assert.Equal(t, tt.wantCode, errdefs.CodeOf(err))
+			assert.Equal(t, tt.wantCode, string(errdefs.CodeOf(err)))
 			if tt.wantCode == "" {
 				ve, ok := errors.AsType[*errdefs.ValidationError](err)
 				require.True(t, ok, "error %T %v", err, err)
@@ -715,7 +715,7 @@ func testRunStoreFailsMidRun(t *testing.T) {
 	}
 	_, err = k.CancelRun(t.Context(), s.ID, run.ID)
 	assert.Equal(t, errdefs.CodeStorageUnavailable, errdefs.CodeOf(err), "cancel: %v", err)
-	assert.Equal(t, "store_unavailable", errdefs.CodeOf(k.Ready(t.Context())))
+	assert.Equal(t, errdefs.CodeStoreUnavailable, errdefs.CodeOf(k.Ready(t.Context())))
 	store.failAppends.Store(false)
 
 	got = waitRun(t, k.Kernel, rec, s.ID, run.ID)

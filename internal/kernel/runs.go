@@ -188,7 +188,7 @@ func (k *Kernel) accept(ctx context.Context, s session.Session, spec agents.Spec
 		return session.Run{}, false, fmt.Errorf("get session: %w", err)
 	}
 	if !s.State.AcceptsRuns() {
-		return session.Run{}, false, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", session.PublicID(s.ID))
+		return session.Run{}, false, errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionClosed, "session %s is closed", session.PublicID(s.ID))
 	}
 	busy, err := k.unfinishedRun(ctx, s)
 	if err != nil {
@@ -276,7 +276,7 @@ func (k *Kernel) duplicate(err error) (session.Run, bool, error) {
 	if dup, ok := errors.AsType[*session.DuplicateRunError](err); ok {
 		return dup.Run, true, nil
 	}
-	if errdefs.CodeOf(err) == "queue_full" {
+	if errdefs.CodeOf(err) == errdefs.CodeQueueFull {
 		return session.Run{}, false, err
 	}
 	return session.Run{}, false, fmt.Errorf("create run: %w", err)
@@ -332,7 +332,7 @@ func (k *Kernel) findIdempotent(ctx context.Context, sessionID string, req RunRe
 		return session.Run{}, false, fmt.Errorf("find run by idempotency key: %w", err)
 	}
 	if r.Input != req.Input {
-		return session.Run{}, false, errdefs.New(errdefs.ErrUnprocessable, "idempotency_key_reused",
+		return session.Run{}, false, errdefs.New(errdefs.ErrUnprocessable, errdefs.CodeIdempotencyKeyReused,
 			"Idempotency-Key %q was used for run %s with another input", req.IdempotencyKey, r.ID).With("run_id", r.ID)
 	}
 	return r, true, nil
@@ -345,7 +345,7 @@ func (k *Kernel) GetRun(ctx context.Context, sessionID, runID string) (session.R
 		return session.Run{}, err
 	}
 	sessionID = s.ID // the key it is stored under
-	notFound := errdefs.New(errdefs.ErrNotFound, "run_not_found", "run %q not found in session %s", runID, session.PublicID(sessionID))
+	notFound := errdefs.New(errdefs.ErrNotFound, errdefs.CodeRunNotFound, "run %q not found in session %s", runID, session.PublicID(sessionID))
 	if !validID(runID) && !session.ValidClientID(runID) {
 		return session.Run{}, notFound
 	}

@@ -165,7 +165,7 @@ func (k *Kernel) runnableAgent(name string) (agents.Spec, error) {
 		return spec, err
 	}
 	if spec.Unavailable != "" {
-		return spec, errdefs.New(errdefs.ErrUnprocessable, "agent_unavailable", "agent %q is unavailable: %s", name, spec.Unavailable)
+		return spec, errdefs.New(errdefs.ErrUnprocessable, errdefs.CodeAgentUnavailable, "agent %q is unavailable: %s", name, spec.Unavailable)
 	}
 	return spec, nil
 }
@@ -196,13 +196,13 @@ func (k *Kernel) insertSession(ctx context.Context, s *session.Session, parentID
 // ancestor's agent and the parent agent's max_children.
 func (k *Kernel) placeUnder(ctx context.Context, s *session.Session, parentID string) error {
 	parent, err := k.GetSession(ctx, parentID)
-	if errdefs.CodeOf(err) == "session_not_found" {
-		return errdefs.New(errdefs.ErrNotFound, "parent_not_found", "parent session %q not found", parentID)
+	if errdefs.CodeOf(err) == errdefs.CodeSessionNotFound {
+		return errdefs.New(errdefs.ErrNotFound, errdefs.CodeParentNotFound, "parent session %q not found", parentID)
 	} else if err != nil {
 		return err
 	}
 	if parent.State == session.StateClosed {
-		return errdefs.New(errdefs.ErrConflict, "session_closed", "parent session %s is closed", session.PublicID(parent.ID))
+		return errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionClosed, "parent session %s is closed", session.PublicID(parent.ID))
 	}
 	spec, err := k.agents.Get(parent.Agent)
 	if err != nil {
@@ -216,7 +216,7 @@ func (k *Kernel) placeUnder(ctx context.Context, s *session.Session, parentID st
 		return err
 	}
 	if open >= spec.Limits.MaxChildren {
-		return errdefs.New(errdefs.ErrExhausted, "max_children_exceeded",
+		return errdefs.New(errdefs.ErrExhausted, errdefs.CodeMaxChildrenExceeded,
 			"agent %q allows %d open child sessions", spec.Name, spec.Limits.MaxChildren)
 	}
 	s.ParentID, s.RootID, s.Depth = parent.ID, parent.RootID, parent.Depth+1
@@ -248,11 +248,11 @@ func (k *Kernel) GetSession(ctx context.Context, id string) (session.Session, er
 		if err == nil && s.Tenant == tenant {
 			return s, nil
 		}
-		if err != nil && errdefs.CodeOf(err) != "session_not_found" {
+		if err != nil && errdefs.CodeOf(err) != errdefs.CodeSessionNotFound {
 			return session.Session{}, fmt.Errorf("get session: %w", err)
 		}
 	}
-	return session.Session{}, errdefs.New(errdefs.ErrNotFound, "session_not_found", "session %q not found", id)
+	return session.Session{}, errdefs.New(errdefs.ErrNotFound, errdefs.CodeSessionNotFound, "session %q not found", id)
 }
 
 // ListSessions returns a page of the caller's sessions, newest first.

@@ -164,7 +164,7 @@ func TestKernel_CreateSession(t *testing.T) {
 			wg.Wait()
 			for _, err := range errs {
 				if err != nil {
-					require.Equal(t, "max_children_exceeded", errdefs.CodeOf(err), "error %v", err)
+					require.Equal(t, "max_children_exceeded", string(errdefs.CodeOf(err)), "error %v", err)
 				}
 			}
 			children, err := k.Children(t.Context(), root.ID, kernel.PageRequest{})

@@ -209,7 +209,7 @@ func (k *Kernel) checkDepth(ctx context.Context, parent session.Session) error {
 		s = up
 	}
 	if parent.Depth+1 > limit {
-		return errdefs.New(errdefs.ErrConflict, "max_depth_exceeded",
+		return errdefs.New(errdefs.ErrConflict, errdefs.CodeMaxDepthExceeded,
 			"agent %q allows sessions %d deep; the parent is at depth %d", agent, limit, parent.Depth)
 	}
 	return nil

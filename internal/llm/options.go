@@ -70,7 +70,7 @@ func CheckBaseURL(raw, example string) error {
 // (an OpenAI-compatible base_url pointing at a local server); the agent's
 // unavailable reason then says so.
 func MissingAPIKey(orField string) error {
-	err := errdefs.New(errdefs.ErrUnavailable, "missing_api_key", "model.api_key is empty").With("field", "model.api_key")
+	err := errdefs.New(errdefs.ErrUnavailable, errdefs.CodeMissingAPIKey, "model.api_key is empty").With("field", "model.api_key")
 	if orField != "" {
 		err = err.With("or_field", orField)
 	}

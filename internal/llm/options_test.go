@@ -84,7 +84,7 @@ func TestMissingAPIKey(t *testing.T) {
 	require.EqualError(t, err, "model.api_key is empty")
 	assert.ErrorIs(t, err, errdefs.ErrUnavailable)
 	assert.NotErrorIs(t, err, errdefs.ErrInvalid)
-	assert.Equal(t, "missing_api_key", errdefs.CodeOf(err))
+	assert.Equal(t, "missing_api_key", string(errdefs.CodeOf(err)))
 	e, _ := errors.AsType[*errdefs.Error](llm.MissingAPIKey("model.base_url"))
 	require.NotNil(t, e)
 	assert.Equal(t, "model.base_url", e.Extra["or_field"], "what would do instead of a key")

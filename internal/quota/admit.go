@@ -51,7 +51,7 @@ func (l *Limiter) AdmitSession(ctx context.Context, tenant string, stored func(c
 	}
 	if n >= l.limits.MaxSessions {
 		unlock()
-		return nil, exceeded(CodeQuotaExceeded, LimitSessions, time.Minute,
+		return nil, exceeded(errdefs.CodeQuotaExceeded, LimitSessions, time.Minute,
 			"this tenant stores %d sessions, the most it may; delete some first", n)
 	}
 	return unlock, nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
 )
 
 // Limiter applies Limits to every tenant, with counters kept by a Backend.
@@ -87,7 +89,7 @@ func (l *Limiter) AllowRequest(ctx context.Context, tenant string) (RequestPolic
 	}
 	if !b.Allowed {
 		p.Reset = seconds((1 - b.Tokens) / rate)
-		return p, true, exceeded(CodeRateLimited, LimitRequests, p.Reset,
+		return p, true, exceeded(errdefs.CodeRateLimited, LimitRequests, p.Reset,
 			"this tenant sent more than %g requests/s (bursts of %d); retry after %s", rate, burst, p.Reset)
 	}
 	return p, true, nil
@@ -116,7 +118,7 @@ func (l *Limiter) takeRun(ctx context.Context, tenant string) (refund func(), er
 	}
 	if !b.Allowed {
 		retry := seconds((1 - b.Tokens) / rate)
-		return nil, exceeded(CodeRateLimited, LimitRunsPerMinute, retry,
+		return nil, exceeded(errdefs.CodeRateLimited, LimitRunsPerMinute, retry,
 			"this tenant started %d runs in the last minute, the most it may; retry after %s", perMin, retry)
 	}
 	return func() {

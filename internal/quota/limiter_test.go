@@ -32,8 +32,8 @@ func TestLimiter_AdmitRun(t *testing.T) {
 		done(true)
 	}
 	_, err = l.AdmitRun(ctx, "acme")
-	if !errors.Is(err, errdefs.ErrExhausted) || errdefs.CodeOf(err) != quota.CodeRateLimited {
-		t.Fatalf("third run in the minute: err = %v, want %s", err, quota.CodeRateLimited)
+	if !errors.Is(err, errdefs.ErrExhausted) || errdefs.CodeOf(err) != errdefs.CodeRateLimited {
+		t.Fatalf("third run in the minute: err = %v, want %s", err, errdefs.CodeRateLimited)
 	}
 	if secs, ok := quota.RetryAfter(err); !ok || secs < 1 || secs > 30 {
 		t.Errorf("RetryAfter = %d, %v; want 1 to 30 s", secs, ok)
@@ -43,8 +43,8 @@ func TestLimiter_AdmitRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.AdmitStart(ctx, "acme"); errdefs.CodeOf(err) != quota.CodeQuotaExceeded {
-		t.Fatalf("second concurrent run: err = %v, want %s", err, quota.CodeQuotaExceeded)
+	if _, err := l.AdmitStart(ctx, "acme"); errdefs.CodeOf(err) != errdefs.CodeQuotaExceeded {
+		t.Fatalf("second concurrent run: err = %v, want %s", err, errdefs.CodeQuotaExceeded)
 	}
 	if _, err := l.AdmitStart(ctx, "other"); err != nil {
 		t.Fatalf("another tenant: %v", err)
@@ -56,8 +56,8 @@ func TestLimiter_AdmitRun(t *testing.T) {
 	}
 	start(true) // executing: the place is the run's
 	start(false)
-	if _, err := l.AdmitStart(ctx, "acme"); errdefs.CodeOf(err) != quota.CodeQuotaExceeded {
-		t.Fatalf("a start while one executes: err = %v, want %s", err, quota.CodeQuotaExceeded)
+	if _, err := l.AdmitStart(ctx, "acme"); errdefs.CodeOf(err) != errdefs.CodeQuotaExceeded {
+		t.Fatalf("a start while one executes: err = %v, want %s", err, errdefs.CodeQuotaExceeded)
 	}
 	l.RunEnded("acme")
 	if _, err := l.AdmitStart(ctx, "acme"); err != nil {
@@ -83,8 +83,8 @@ func TestLimiter_AdmitSession(t *testing.T) {
 		wg.Go(func() {
 			done, err := l.AdmitSession(t.Context(), "acme", count)
 			if err != nil {
-				if errdefs.CodeOf(err) != quota.CodeQuotaExceeded {
-					t.Errorf("err = %v, want %s", err, quota.CodeQuotaExceeded)
+				if errdefs.CodeOf(err) != errdefs.CodeQuotaExceeded {
+					t.Errorf("err = %v, want %s", err, errdefs.CodeQuotaExceeded)
 				}
 				refused.Add(1)
 				return

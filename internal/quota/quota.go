@@ -91,14 +91,11 @@ const (
 	LimitTokensPerDay   = "tokens_per_day"
 )
 
-// Codes of the problems a refusal answers with.
-const (
-	CodeRateLimited   = "rate_limited"   // a rate: wait Retry-After
-	CodeQuotaExceeded = "quota_exceeded" // an amount: free some, or wait for the day to turn
-)
-
-// exceeded returns the refusal of limit, to be tried again after retry.
-func exceeded(code, limit string, retry time.Duration, format string, args ...any) error {
+// exceeded returns the refusal of limit, to be tried again after retry:
+// errdefs.CodeRateLimited for a rate (wait Retry-After),
+// errdefs.CodeQuotaExceeded for an amount (free some, or wait for the day
+// to turn).
+func exceeded(code errdefs.Code, limit string, retry time.Duration, format string, args ...any) error {
 	secs := max(1, int64(math.Ceil(retry.Seconds())))
 	return errdefs.New(errdefs.ErrExhausted, code, format, args...).
 		With("limit", limit).With("retry_after", secs)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
 )
 
 // localRuns counts this process's runs per tenant, executing or reserved
@@ -65,7 +67,7 @@ func (r *localRuns) reserve(ctx context.Context, tenant string, limit int) (rele
 	if err != nil || !ok {
 		release()
 		if err == nil {
-			err = exceeded(CodeQuotaExceeded, LimitConcurrentRuns, retryRunsAfter,
+			err = exceeded(errdefs.CodeQuotaExceeded, LimitConcurrentRuns, retryRunsAfter,
 				"this tenant has %d runs executing or starting, the most it may; retry when one ends", total)
 		}
 		return nil, err

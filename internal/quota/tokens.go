@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/kerneld/kerneld/internal/errdefs"
 )
 
 // tokenDayTTL keeps a day's token counter a day past its end, so a
@@ -42,7 +44,7 @@ func (l *Limiter) tokensLeft(spent int64) error {
 		return nil
 	}
 	retry := untilTomorrow(l.now())
-	return exceeded(CodeQuotaExceeded, LimitTokensPerDay, retry,
+	return exceeded(errdefs.CodeQuotaExceeded, LimitTokensPerDay, retry,
 		"this tenant spent %d of its %d model tokens for today (UTC); the budget renews in %s",
 		spent, l.limits.TokensPerDay, retry.Round(time.Second))
 }

@@ -112,7 +112,7 @@ func outcome(res RunResult, err error) (string, string) {
 		return OutcomeStarted, ""
 	case errors.Is(err, errdefs.ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return "", ""
-	case errdefs.CodeOf(err) == "session_busy", errors.Is(err, errdefs.ErrExhausted):
+	case errdefs.CodeOf(err) == errdefs.CodeSessionBusy, errors.Is(err, errdefs.ErrExhausted):
 		return OutcomeSkipped, err.Error()
 	}
 	return OutcomeFailed, err.Error()
@@ -122,7 +122,7 @@ func outcome(res RunResult, err error) (string, string) {
 // runs: it was deleted or closed.
 func gone(err error) bool {
 	switch errdefs.CodeOf(err) {
-	case "session_not_found", "session_closed":
+	case errdefs.CodeSessionNotFound, errdefs.CodeSessionClosed:
 		return true
 	}
 	return false

@@ -22,12 +22,12 @@ func TestService_Outcomes(t *testing.T) {
 		outcome string // "" : not recorded, tried again
 		gone    bool   // the schedule is deleted
 	}{
-		{"busy", errdefs.New(errdefs.ErrConflict, "session_busy", "session is busy"), schedule.OutcomeSkipped, false},
-		{"queue full", errdefs.New(errdefs.ErrExhausted, "queue_full", "queue is full"), schedule.OutcomeSkipped, false},
-		{"agent gone", errdefs.New(errdefs.ErrNotFound, "agent_not_found", "agent gone"), schedule.OutcomeFailed, false},
-		{"session deleted", errdefs.New(errdefs.ErrNotFound, "session_not_found", "no session"), "", true},
-		{"session closed", errdefs.New(errdefs.ErrConflict, "session_closed", "closed"), "", true},
-		{"shutting down", errdefs.New(errdefs.ErrUnavailable, "shutting_down", "later"), "", false},
+		{"busy", errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionBusy, "session is busy"), schedule.OutcomeSkipped, false},
+		{"queue full", errdefs.New(errdefs.ErrExhausted, errdefs.CodeQueueFull, "queue is full"), schedule.OutcomeSkipped, false},
+		{"agent gone", errdefs.New(errdefs.ErrNotFound, errdefs.CodeAgentNotFound, "agent gone"), schedule.OutcomeFailed, false},
+		{"session deleted", errdefs.New(errdefs.ErrNotFound, errdefs.CodeSessionNotFound, "no session"), "", true},
+		{"session closed", errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionClosed, "closed"), "", true},
+		{"shutting down", errdefs.New(errdefs.ErrUnavailable, errdefs.CodeShuttingDown, "later"), "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,7 +41,7 @@ func TestService_Outcomes(t *testing.T) {
 
 			got, err := svc.Get(t.Context(), f.sess.ID, sch.ID)
 			if tt.gone {
-				assert.Equal(t, "schedule_not_found", errdefs.CodeOf(err))
+				assert.Equal(t, "schedule_not_found", string(errdefs.CodeOf(err)))
 				return
 			}
 			require.NoError(t, err)
@@ -67,7 +67,7 @@ func TestService_RetriedAfterClaimExpires(t *testing.T) {
 	at := f.clock.Now().Add(time.Minute)
 	_, err := r1.Create(t.Context(), f.sess, schedule.Spec{At: at, Input: "hi"})
 	require.NoError(t, err)
-	f.runner.SetFail(f.sess.ID, errdefs.New(errdefs.ErrUnavailable, "shutting_down", "later"))
+	f.runner.SetFail(f.sess.ID, errdefs.New(errdefs.ErrUnavailable, errdefs.CodeShuttingDown, "later"))
 	f.clock.Set(at)
 	assert.Zero(t, mustFire(t, r1))
 	f.runner.SetFail(f.sess.ID, nil)

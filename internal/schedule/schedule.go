@@ -117,21 +117,21 @@ type Store interface {
 
 // ErrClaimLost says a schedule is no longer claimed with the token a
 // firing holds.
-var ErrClaimLost = errdefs.New(errdefs.ErrConflict, "schedule_claim_lost", "the schedule's claim was lost")
+var ErrClaimLost = errdefs.New(errdefs.ErrConflict, errdefs.CodeScheduleClaimLost, "the schedule's claim was lost")
 
 // NotFound says session sessionID has no schedule id.
 func NotFound(id string) error {
-	return errdefs.New(errdefs.ErrNotFound, "schedule_not_found", "schedule %s not found", id)
+	return errdefs.New(errdefs.ErrNotFound, errdefs.CodeScheduleNotFound, "schedule %s not found", id)
 }
 
 // LimitReached says a session or a tenant has all the schedules it may.
 func LimitReached(whose string, n int) error {
-	return errdefs.New(errdefs.ErrExhausted, "schedule_limit", "%s already has %d schedules, as many as it may", whose, n)
+	return errdefs.New(errdefs.ErrExhausted, errdefs.CodeScheduleLimit, "%s already has %d schedules, as many as it may", whose, n)
 }
 
 // Exists says a schedule id is taken.
 func Exists(id string) error {
-	return errdefs.New(errdefs.ErrConflict, "schedule_exists", "schedule %s already exists", id)
+	return errdefs.New(errdefs.ErrConflict, errdefs.CodeScheduleExists, "schedule %s already exists", id)
 }
 
 // isClaimLost reports whether err is ErrClaimLost.

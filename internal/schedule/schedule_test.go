@@ -116,7 +116,7 @@ func TestService_Create(t *testing.T) {
 	closed := f.sess
 	closed.State = session.StateClosed
 	_, err = svc.Create(t.Context(), closed, schedule.Spec{Every: time.Hour, Input: "hi"})
-	assert.Equal(t, "session_closed", errdefs.CodeOf(err))
+	assert.Equal(t, "session_closed", string(errdefs.CodeOf(err)))
 }
 
 // TestService_FireOnce: a schedule with at alone fires once, with the
@@ -135,7 +135,7 @@ func TestService_FireOnce(t *testing.T) {
 		assert.Equal(t, []schedule.RunRequest{{Tenant: "acme", SessionID: f.sess.ID, Input: "Stand-up in 5 minutes",
 			IfBusy: "reject", Source: session.RunSourceSchedule, IdempotencyKey: schedule.FiringKey(sch.ID, at)}}, f.runner.Requests())
 		_, err = svc.Get(t.Context(), f.sess.ID, sch.ID)
-		assert.Equal(t, "schedule_not_found", errdefs.CodeOf(err))
+		assert.Equal(t, "schedule_not_found", string(errdefs.CodeOf(err)))
 		f.clock.Advance(time.Hour)
 		assert.Zero(t, mustFire(t, svc))
 		assert.Len(t, f.runner.Requests(), 1)

@@ -169,7 +169,7 @@ func (s *Service) Create(ctx context.Context, sess session.Session, spec Spec) (
 		return Schedule{}, err
 	}
 	if sess.State == session.StateClosed {
-		return Schedule{}, errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", session.PublicID(sess.ID))
+		return Schedule{}, errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionClosed, "session %s is closed", session.PublicID(sess.ID))
 	}
 	sch := Schedule{ID: session.NewID(), Tenant: sess.Tenant, SessionID: sess.ID, At: spec.At.UTC().Truncate(time.Microsecond),
 		Every: spec.Every, Input: spec.Input, IfBusy: spec.IfBusy, CreatedAt: now}

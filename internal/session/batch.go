@@ -19,7 +19,7 @@ func oneSession[T any](batch []T, sessionOf func(*T) string, what string) (strin
 	id := sessionOf(&batch[0])
 	for i := 1; i < len(batch); i++ {
 		if other := sessionOf(&batch[i]); other != id {
-			return "", errdefs.New(errdefs.ErrInvalid, "mixed_sessions", "%s batch mixes sessions %s and %s", what, id, other)
+			return "", errdefs.New(errdefs.ErrInvalid, errdefs.CodeMixedSessions, "%s batch mixes sessions %s and %s", what, id, other)
 		}
 	}
 	return id, nil

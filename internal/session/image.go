@@ -53,13 +53,13 @@ func ValidImageHash(h string) bool {
 
 // ImageNotFound says the session refers to no image hash.
 func ImageNotFound(hash string) error {
-	return errdefs.New(errdefs.ErrNotFound, "image_not_found", "image %s not found", hash)
+	return errdefs.New(errdefs.ErrNotFound, errdefs.CodeImageNotFound, "image %s not found", hash)
 }
 
 // ImageQuotaExceeded says storing an image would take the tenant past
 // the bytes of images it may keep.
 func ImageQuotaExceeded(tenant string, limit int64) error {
-	return errdefs.New(errdefs.ErrExhausted, "image_quota_exceeded",
+	return errdefs.New(errdefs.ErrExhausted, errdefs.CodeImageQuotaExceeded,
 		"tenant %q already keeps the %d bytes of images it may", tenant, limit)
 }
 

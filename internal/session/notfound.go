@@ -7,15 +7,15 @@ import "github.com/kerneld/kerneld/internal/errdefs"
 
 // SessionNotFound says there is no session id.
 func SessionNotFound(id string) error {
-	return errdefs.New(errdefs.ErrNotFound, "session_not_found", "session %s not found", id)
+	return errdefs.New(errdefs.ErrNotFound, errdefs.CodeSessionNotFound, "session %s not found", id)
 }
 
 // RunNotFound says there is no run id.
 func RunNotFound(id string) error {
-	return errdefs.New(errdefs.ErrNotFound, "run_not_found", "run %s not found", id)
+	return errdefs.New(errdefs.ErrNotFound, errdefs.CodeRunNotFound, "run %s not found", id)
 }
 
 // MemoryKeyNotFound says the session's memory has no entry key.
 func MemoryKeyNotFound(key string) error {
-	return errdefs.New(errdefs.ErrNotFound, "memory_key_not_found", "memory key %q not found", key)
+	return errdefs.New(errdefs.ErrNotFound, errdefs.CodeMemoryKeyNotFound, "memory key %q not found", key)
 }

@@ -16,16 +16,16 @@ import (
 var (
 	// ErrStale says a versioned update carried a Version other than the
 	// stored one: someone else changed the record since it was read.
-	ErrStale = errdefs.New(errdefs.ErrConflict, "stale_record",
+	ErrStale = errdefs.New(errdefs.ErrConflict, errdefs.CodeStaleRecord,
 		"the record changed since it was read")
 	// ErrFenced says the session's lease is not held with the token an
 	// append or renewal carried (it expired, was released or was taken
 	// over), so nothing was written. The replica must stop working on the
 	// session.
-	ErrFenced = errdefs.New(errdefs.ErrUnavailable, "lease_lost",
+	ErrFenced = errdefs.New(errdefs.ErrUnavailable, errdefs.CodeLeaseLost,
 		"the session's lease is no longer held")
 	// ErrLeaseHeld says another live lease holds the session.
-	ErrLeaseHeld = errdefs.New(errdefs.ErrConflict, "lease_held",
+	ErrLeaseHeld = errdefs.New(errdefs.ErrConflict, errdefs.CodeLeaseHeld,
 		"the session's lease is held")
 )
 
@@ -53,7 +53,7 @@ func (e *DuplicateRunError) Error() string {
 
 // Unwrap returns the coded error, so errdefs.CodeOf finds the code.
 func (e *DuplicateRunError) Unwrap() error {
-	return errdefs.New(errdefs.ErrConflict, "idempotent_replay", "%s", e.Error())
+	return errdefs.New(errdefs.ErrConflict, errdefs.CodeIdempotentReplay, "%s", e.Error())
 }
 
 // Is makes a DuplicateRunError match errdefs.ErrConflict.
@@ -61,12 +61,12 @@ func (e *DuplicateRunError) Is(target error) bool { return target == errdefs.Err
 
 // QueueFull refuses a queued run beyond RunConstraints.MaxQueued.
 func QueueFull(sessionID string, limit int) error {
-	return errdefs.New(errdefs.ErrExhausted, "queue_full", "session %s already has %d inputs waiting", PublicID(sessionID), limit)
+	return errdefs.New(errdefs.ErrExhausted, errdefs.CodeQueueFull, "session %s already has %d inputs waiting", PublicID(sessionID), limit)
 }
 
 // RunExists refuses a run whose id its session already has.
 func RunExists(id string) error {
-	return errdefs.New(errdefs.ErrConflict, "run_exists", "run %s already exists", id)
+	return errdefs.New(errdefs.ErrConflict, errdefs.CodeRunExists, "run %s already exists", id)
 }
 
 // Signal tells the replicas sharing a store that a session changed there.

@@ -272,7 +272,7 @@ type RunQuery struct {
 // Transition moves r to state to at time now, or reports why it cannot.
 func (r *Run) Transition(to RunState, now time.Time) error {
 	if !r.State.CanBecome(to) {
-		return errdefs.New(errdefs.ErrConflict, "invalid_transition",
+		return errdefs.New(errdefs.ErrConflict, errdefs.CodeInvalidTransition,
 			"run %s cannot go from %s to %s", r.ID, r.State, to)
 	}
 	r.State = to

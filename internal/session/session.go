@@ -185,9 +185,9 @@ func (o *Overrides) Clone() *Overrides {
 func (s *Session) Transition(to State, now time.Time) error {
 	if !s.State.CanBecome(to) {
 		if s.State == StateClosed {
-			return errdefs.New(errdefs.ErrConflict, "session_closed", "session %s is closed", PublicID(s.ID))
+			return errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionClosed, "session %s is closed", PublicID(s.ID))
 		}
-		return errdefs.New(errdefs.ErrConflict, "invalid_transition",
+		return errdefs.New(errdefs.ErrConflict, errdefs.CodeInvalidTransition,
 			"session %s cannot go from %s to %s", s.ID, s.State, to)
 	}
 	s.State = to

@@ -103,7 +103,7 @@ func TestSession_Transition(t *testing.T) {
 					want = "session_closed"
 				}
 				require.ErrorIs(t, err, errdefs.ErrConflict)
-				assert.Equal(t, want, errdefs.CodeOf(err))
+				assert.Equal(t, want, string(errdefs.CodeOf(err)))
 				assert.Equal(t, from, s.State, "a refused transition changes nothing")
 				assert.Equal(t, t0, s.UpdatedAt)
 			})
@@ -219,7 +219,7 @@ func TestRun_Transition(t *testing.T) {
 				err := r.Transition(to, later)
 				if !slices.Contains(runMoves[from], to) {
 					require.ErrorIs(t, err, errdefs.ErrConflict)
-					assert.Equal(t, "invalid_transition", errdefs.CodeOf(err))
+					assert.Equal(t, "invalid_transition", string(errdefs.CodeOf(err)))
 					assert.Equal(t, before, r, "a refused transition changes nothing")
 					return
 				}

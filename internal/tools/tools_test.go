@@ -23,7 +23,7 @@ func (m *memory) Get(_ context.Context, key string) (json.RawMessage, error) {
 	defer m.mu.Unlock()
 	v, ok := m.m[key]
 	if !ok {
-		return nil, errdefs.New(errdefs.ErrNotFound, "memory_key_not_found", "memory key %q not found", key)
+		return nil, errdefs.New(errdefs.ErrNotFound, errdefs.CodeMemoryKeyNotFound, "memory key %q not found", key)
 	}
 	return v, nil
 }

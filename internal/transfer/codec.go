@@ -147,5 +147,5 @@ func (lr *lineReader) decode(rec any) error {
 
 // errorf returns an ErrInvalid error naming the line read last.
 func (lr *lineReader) errorf(format string, args ...any) error {
-	return errdefs.New(errdefs.ErrInvalid, "invalid_dump", "dump line %d: %s", lr.n, fmt.Sprintf(format, args...))
+	return errdefs.New(errdefs.ErrInvalid, errdefs.CodeInvalidDump, "dump line %d: %s", lr.n, fmt.Sprintf(format, args...))
 }

@@ -68,7 +68,7 @@ func readHeader(lr *lineReader) (headerRecord, error) {
 	var h headerRecord
 	kind, err := lr.next()
 	if errors.Is(err, io.EOF) {
-		return h, errdefs.New(errdefs.ErrInvalid, "invalid_dump", "the dump is empty")
+		return h, errdefs.New(errdefs.ErrInvalid, errdefs.CodeInvalidDump, "the dump is empty")
 	}
 	if err != nil {
 		return h, err
@@ -129,7 +129,7 @@ func (im *importer) run(ctx context.Context) (ImportSummary, error) {
 
 // cutShort is the error of a dump that ends before its end record.
 func (im *importer) cutShort() error {
-	return errdefs.New(errdefs.ErrInvalid, "dump_cut_short",
+	return errdefs.New(errdefs.ErrInvalid, errdefs.CodeDumpCutShort,
 		"the dump ends after line %d without its end record: it was cut short; import the whole dump again with --resume to finish", im.lr.n)
 }
 

@@ -52,10 +52,10 @@ func (im *importer) begin(ctx context.Context, rec *sessionRecord) (*sessionImpo
 	case im.opt.Overwrite:
 		err = si.replace(ctx)
 	case mine:
-		return nil, errdefs.New(errdefs.ErrConflict, "session_imported",
+		return nil, errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionImported,
 			"session %s was imported from this dump already; pass --resume to finish an import that stopped part-way, or --overwrite to import it again", rec.ID)
 	default:
-		return nil, errdefs.New(errdefs.ErrConflict, "session_exists",
+		return nil, errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionExists,
 			"session %s exists in the target store; pass --overwrite to replace it", rec.ID)
 	}
 	if err != nil {
@@ -189,7 +189,7 @@ func (si *sessionImport) writeRun(ctx context.Context, r *runRecord) error {
 func (si *sessionImport) writeImage(ctx context.Context, r *imageRecord) error {
 	imgs, ok := si.im.dst.(imageTarget)
 	if !ok {
-		return errdefs.New(errdefs.ErrUnprocessable, "images_unsupported", "the target store keeps no images")
+		return errdefs.New(errdefs.ErrUnprocessable, errdefs.CodeImagesUnsupported, "the target store keeps no images")
 	}
 	return imgs.PutImage(ctx, si.rec.ID, r.image(), 0)
 }
@@ -197,7 +197,7 @@ func (si *sessionImport) writeImage(ctx context.Context, r *imageRecord) error {
 func (si *sessionImport) writeSchedule(ctx context.Context, r *scheduleRecord) error {
 	sched, ok := si.im.dst.(scheduleTarget)
 	if !ok {
-		return errdefs.New(errdefs.ErrUnprocessable, "schedules_unsupported", "the target store keeps no schedules")
+		return errdefs.New(errdefs.ErrUnprocessable, errdefs.CodeSchedulesUnsupported, "the target store keeps no schedules")
 	}
 	err := sched.CreateSchedule(ctx, r.schedule(), schedule.Bounds{})
 	if si.resuming && errors.Is(err, errdefs.ErrConflict) {
@@ -213,7 +213,7 @@ func (si *sessionImport) addMessage(ctx context.Context, r *messageRecord) error
 		return nil
 	}
 	if want := si.haveMsgs + int64(len(si.msgs)) + 1; r.Position != want {
-		return errdefs.New(errdefs.ErrInvalid, "invalid_dump", "message position %d where %d comes next", r.Position, want)
+		return errdefs.New(errdefs.ErrInvalid, errdefs.CodeInvalidDump, "message position %d where %d comes next", r.Position, want)
 	}
 	si.msgs = append(si.msgs, r.message())
 	if len(si.msgs) < messagePage {
@@ -229,7 +229,7 @@ func (si *sessionImport) addEvent(ctx context.Context, r *eventRecord) error {
 		return nil
 	}
 	if want := si.haveSeq + int64(len(si.evs)) + 1; r.Seq != want {
-		return errdefs.New(errdefs.ErrInvalid, "invalid_dump", "event seq %d where %d comes next", r.Seq, want)
+		return errdefs.New(errdefs.ErrInvalid, errdefs.CodeInvalidDump, "event seq %d where %d comes next", r.Seq, want)
 	}
 	ev := r.event()
 	si.evs = append(si.evs, ev)

@@ -65,7 +65,7 @@ func TestImport_RefusesImagesAStoreCannotKeep(t *testing.T) {
 	seed(t, src, 1, 3)
 	_, err := transfer.Import(t.Context(), plain{openSQLite(t)}, bytes.NewReader(export(t, src)), transfer.ImportOptions{})
 	require.ErrorIs(t, err, errdefs.ErrUnprocessable)
-	assert.Equal(t, "images_unsupported", errdefs.CodeOf(err))
+	assert.Equal(t, errdefs.CodeImagesUnsupported, errdefs.CodeOf(err))
 }
 
 func TestImport_TwiceRefuses(t *testing.T) {
@@ -78,12 +78,12 @@ func TestImport_TwiceRefuses(t *testing.T) {
 
 	_, err = transfer.Import(t.Context(), dst, bytes.NewReader(dump), transfer.ImportOptions{})
 	require.ErrorIs(t, err, errdefs.ErrConflict)
-	assert.Equal(t, "session_imported", errdefs.CodeOf(err))
+	assert.Equal(t, "session_imported", string(errdefs.CodeOf(err)))
 
 	t.Run("another dump of the same sessions", func(t *testing.T) {
 		_, err := transfer.Import(t.Context(), dst, bytes.NewReader(export(t, src)), transfer.ImportOptions{})
 		require.ErrorIs(t, err, errdefs.ErrConflict)
-		assert.Equal(t, "session_exists", errdefs.CodeOf(err))
+		assert.Equal(t, "session_exists", string(errdefs.CodeOf(err)))
 	})
 	t.Run("overwrite replaces", func(t *testing.T) {
 		ctx := t.Context()

@@ -37,7 +37,7 @@ func Verify(ctx context.Context, src Source, r io.Reader) (VerifyReport, error) 
 	for {
 		kind, err := lr.next()
 		if errors.Is(err, io.EOF) {
-			return rep, errdefs.New(errdefs.ErrInvalid, "dump_cut_short",
+			return rep, errdefs.New(errdefs.ErrInvalid, errdefs.CodeDumpCutShort,
 				"the dump ends after line %d without its end record: it was cut short", lr.n)
 		}
 		if err != nil {
@@ -88,7 +88,7 @@ func sumDumpSession(lr *lineReader, rec *sessionRecord) (*digest, error) {
 	for {
 		kind, err := lr.next()
 		if errors.Is(err, io.EOF) {
-			return nil, errdefs.New(errdefs.ErrInvalid, "dump_cut_short", "the dump ends inside session %s", rec.ID)
+			return nil, errdefs.New(errdefs.ErrInvalid, errdefs.CodeDumpCutShort, "the dump ends inside session %s", rec.ID)
 		}
 		if err != nil {
 			return nil, err

@@ -106,11 +106,11 @@ type Outbox interface {
 // DeliveryNotFound is the error an Outbox returns for a delivery it does
 // not have, or that is another tenant's.
 func DeliveryNotFound(id string) error {
-	return errdefs.New(errdefs.ErrNotFound, "delivery_not_found", "webhook delivery %s not found", id)
+	return errdefs.New(errdefs.ErrNotFound, errdefs.CodeDeliveryNotFound, "webhook delivery %s not found", id)
 }
 
 // DeliveryPending is RedeliverDelivery's error for a pending delivery.
 func DeliveryPending(id string) error {
-	return errdefs.New(errdefs.ErrConflict, "delivery_pending",
+	return errdefs.New(errdefs.ErrConflict, errdefs.CodeDeliveryPending,
 		"webhook delivery %s is still pending: it will be attempted again by itself", id)
 }

@@ -32,7 +32,7 @@ overrides: {models: [claude-haiku-4-5], reasoning_effort: true}
 	require.NoError(t, err)
 	_, _, err = k.Run(ctx, sess.ID, kernel.RunRequest{Input: "Hi", Overrides: &session.Overrides{Model: "claude-opus-4"}})
 	require.ErrorIs(t, err, errdefs.ErrUnprocessable)
-	assert.Equal(t, "override_not_allowed", errdefs.CodeOf(err))
+	assert.Equal(t, "override_not_allowed", string(errdefs.CodeOf(err)))
 
 	evs := kerneltest.RunInSession(t, k.Kernel, sess.ID, kernel.RunRequest{Input: "Hi",
 		Overrides: &session.Overrides{Model: "claude-haiku-4-5", ReasoningEffort: "low"}})

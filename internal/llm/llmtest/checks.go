@@ -216,7 +216,7 @@ func CheckConfigs(t *testing.T, factory llm.Factory, cases []ConfigCase) {
 			}
 			require.EqualError(t, err, tc.WantErr)
 			assert.ErrorIs(t, err, tc.WantKind)
-			assert.Equal(t, tc.WantCode, errdefs.CodeOf(err))
+			assert.Equal(t, tc.WantCode, string(errdefs.CodeOf(err)))
 			if !errors.Is(tc.WantKind, errdefs.ErrUnavailable) {
 				assert.NotErrorIs(t, err, errdefs.ErrUnavailable, "a wrong file must fail startup")
 			}

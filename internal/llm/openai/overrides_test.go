@@ -31,13 +31,13 @@ overrides: {models: [gpt-4o], reasoning_effort: true}
 	ctx := t.Context()
 	_, err := k.CreateSession(ctx, kernel.CreateSession{Agent: "gpt", Overrides: &session.Overrides{Model: "gpt-5"}})
 	require.ErrorIs(t, err, errdefs.ErrUnprocessable)
-	assert.Equal(t, "override_not_allowed", errdefs.CodeOf(err))
+	assert.Equal(t, "override_not_allowed", string(errdefs.CodeOf(err)))
 	assert.ErrorContains(t, err, "overrides.model gpt-5")
 
 	sess, err := k.CreateSession(ctx, kernel.CreateSession{Agent: "gpt", Overrides: &session.Overrides{Model: "gpt-4o"}})
 	require.NoError(t, err)
 	_, _, err = k.Run(ctx, sess.ID, kernel.RunRequest{Input: "Hi", Overrides: &session.Overrides{Temperature: new(0.5)}})
-	assert.Equal(t, "override_not_allowed", errdefs.CodeOf(err), "temperature is not listed")
+	assert.Equal(t, "override_not_allowed", string(errdefs.CodeOf(err)), "temperature is not listed")
 
 	evs := kerneltest.RunInSession(t, k.Kernel, sess.ID, kernel.RunRequest{Input: "Hi", Overrides: &session.Overrides{ReasoningEffort: "high"}})
 	aguitest.Verify(t, evs)

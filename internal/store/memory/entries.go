@@ -30,7 +30,7 @@ func (s *Store) PutMemory(ctx context.Context, e session.MemoryEntry, maxEntries
 	return s.write(e.SessionID, func(rec *record) error {
 		_, exists := rec.memory[e.Key]
 		if !exists && maxEntries > 0 && len(rec.memory) >= maxEntries {
-			return errdefs.New(errdefs.ErrExhausted, "memory_full",
+			return errdefs.New(errdefs.ErrExhausted, errdefs.CodeMemoryFull,
 				"session %s already holds %d memory entries", e.SessionID, maxEntries)
 		}
 		if rec.memory == nil {

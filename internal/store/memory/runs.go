@@ -121,7 +121,7 @@ func (s *Store) FindRunByIdempotencyKey(ctx context.Context, sessionID, key stri
 				return nil
 			}
 		}
-		return errdefs.New(errdefs.ErrNotFound, "run_not_found",
+		return errdefs.New(errdefs.ErrNotFound, errdefs.CodeRunNotFound,
 			"no run of session %s with idempotency key %q", sessionID, key)
 	})
 	return out, err

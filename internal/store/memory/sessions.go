@@ -18,7 +18,7 @@ func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.sessions[sess.ID]; ok {
-		return errdefs.New(errdefs.ErrConflict, "session_exists", "session %s already exists", sess.ID)
+		return errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionExists, "session %s already exists", sess.ID)
 	}
 	s.sessions[sess.ID] = rec
 	s.index(rec, rec.sess.Metadata)

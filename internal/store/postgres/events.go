@@ -63,7 +63,7 @@ func (s *Store) queue(ctx context.Context, r *appendReq) error {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
 	if s.closed {
-		return errdefs.New(errdefs.ErrUnavailable, "store_closed", "append events: the store is closed")
+		return errdefs.New(errdefs.ErrUnavailable, errdefs.CodeStoreClosed, "append events: the store is closed")
 	}
 	select {
 	case s.appends <- r:

@@ -48,7 +48,7 @@ func (s *Store) PutMemory(ctx context.Context, e session.MemoryEntry, maxEntries
 				return fmt.Errorf("count entries: %w", err)
 			}
 			if !exists && count >= maxEntries {
-				return errdefs.New(errdefs.ErrExhausted, "memory_full",
+				return errdefs.New(errdefs.ErrExhausted, errdefs.CodeMemoryFull,
 					"session %s already holds %d memory entries", e.SessionID, maxEntries)
 			}
 		}

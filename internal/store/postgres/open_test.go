@@ -23,7 +23,7 @@ import (
 func TestOpenRejectsBadURL(t *testing.T) {
 	_, err := postgres.Open(t.Context(), postgres.Options{URL: "postgres://kerneld:s3cret@localhost:notaport/db"})
 	require.ErrorIs(t, err, errdefs.ErrInvalid)
-	assert.Equal(t, "invalid_postgres_url", errdefs.CodeOf(err))
+	assert.Equal(t, "invalid_postgres_url", string(errdefs.CodeOf(err)))
 	assert.NotContains(t, err.Error(), "s3cret", "the error shows the password")
 }
 

@@ -147,7 +147,7 @@ func poolConfig(opts Options) (*pgxpool.Config, error) {
 		} else {
 			err = errors.New("cannot parse it")
 		}
-		return nil, errdefs.New(errdefs.ErrInvalid, "invalid_postgres_url", "postgres url: %v", err)
+		return nil, errdefs.New(errdefs.ErrInvalid, errdefs.CodeInvalidPostgresURL, "postgres url: %v", err)
 	}
 	cfg.MaxConns = int32(DefaultMaxConns)
 	if opts.MaxConns > 0 {

@@ -169,7 +169,7 @@ func (s *Store) FindRunByIdempotencyKey(ctx context.Context, sessionID, key stri
 	r, err := scanRun(s.pool.QueryRow(ctx, findRunByKeySQL, sessionID, key, micros(since)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return session.Run{}, s.missing(ctx, sessionID, errdefs.New(errdefs.ErrNotFound,
-			"run_not_found", "no run of session %s with idempotency key %q", sessionID, key))
+			errdefs.CodeRunNotFound, "no run of session %s with idempotency key %q", sessionID, key))
 	}
 	if err != nil {
 		return session.Run{}, fmt.Errorf("find run of session %s by idempotency key: %w", sessionID, unavailable(ctx, err))

@@ -56,7 +56,7 @@ func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return errdefs.New(errdefs.ErrConflict, "session_exists", "session %s already exists", sess.ID)
+			return errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionExists, "session %s already exists", sess.ID)
 		}
 		return indexMetadata(ctx, tx, sess, false)
 	})

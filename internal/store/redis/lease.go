@@ -75,7 +75,7 @@ func (s *Store) ReleaseLease(ctx context.Context, sessionID string, token int64)
 // leaseMillis returns ttl in whole milliseconds, the TTL's unit in Redis.
 func leaseMillis(ttl time.Duration) (int64, error) {
 	if ttl < time.Millisecond {
-		return 0, errdefs.New(errdefs.ErrInvalid, "invalid_lease_ttl", "lease ttl %v is under a millisecond", ttl)
+		return 0, errdefs.New(errdefs.ErrInvalid, errdefs.CodeInvalidLeaseTTL, "lease ttl %v is under a millisecond", ttl)
 	}
 	return ttl.Milliseconds(), nil
 }

@@ -61,7 +61,7 @@ func (s *Store) PutMemory(ctx context.Context, e session.MemoryEntry, maxEntries
 	case isReply(err, replyNoSession):
 		return session.SessionNotFound(e.SessionID)
 	case isReply(err, replyFull):
-		return errdefs.New(errdefs.ErrExhausted, "memory_full",
+		return errdefs.New(errdefs.ErrExhausted, errdefs.CodeMemoryFull,
 			"session %s already holds %d memory entries", e.SessionID, maxEntries)
 	case err != nil:
 		return fmt.Errorf("put memory %q: %w", e.Key, err)

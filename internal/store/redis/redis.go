@@ -123,14 +123,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err
 		}
-		return nil, errdefs.New(errdefs.ErrInvalid, "invalid_redis_url", "redis url: %v", err)
+		return nil, errdefs.New(errdefs.ErrInvalid, errdefs.CodeInvalidRedisURL, "redis url: %v", err)
 	}
 	prefix := opts.Prefix
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
 	if strings.ContainsAny(prefix, "{}") {
-		return nil, errdefs.New(errdefs.ErrInvalid, "invalid_redis_prefix",
+		return nil, errdefs.New(errdefs.ErrInvalid, errdefs.CodeInvalidRedisPrefix,
 			"redis key prefix %q must not contain { or }", prefix)
 	}
 	// A write whose reply is lost may have been applied: running it again

@@ -78,7 +78,7 @@ func requireCoded(t *testing.T, err, target, kind error, code string) {
 	t.Helper()
 	require.ErrorIs(t, err, target)
 	require.ErrorIs(t, err, kind)
-	assert.Equal(t, code, errdefs.CodeOf(err))
+	assert.Equal(t, code, string(errdefs.CodeOf(err)))
 }
 
 // leaseKey is where the store keeps session id's lease (see the package

@@ -165,7 +165,7 @@ func (s *Store) FindRunByIdempotencyKey(ctx context.Context, sessionID, key stri
 	case isReply(err, replyNoSession):
 		return session.Run{}, session.SessionNotFound(sessionID)
 	case isReply(err, replyNoRun):
-		return session.Run{}, errdefs.New(errdefs.ErrNotFound, "run_not_found",
+		return session.Run{}, errdefs.New(errdefs.ErrNotFound, errdefs.CodeRunNotFound,
 			"no run of session %s with idempotency key %q", sessionID, key)
 	case err != nil:
 		return session.Run{}, fmt.Errorf("find run by idempotency key: %w", err)

@@ -27,7 +27,7 @@ func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
 	args := append([]any{s.prefix, rec, sess.Version}, fields...)
 	err = scriptSessionCreate.Run(ctx, s.rdb, []string{s.sessionKey(sess.ID)}, args...).Err()
 	if isReply(err, replyExists) {
-		return errdefs.New(errdefs.ErrConflict, "session_exists", "session %s already exists", sess.ID)
+		return errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionExists, "session %s already exists", sess.ID)
 	}
 	if err != nil {
 		return fmt.Errorf("create session %s: %w", sess.ID, err)

@@ -64,7 +64,7 @@ func TestWriter_CreatesShareATransaction(t *testing.T) {
 	require.NoError(t, <-results[0])
 	err := <-results[1]
 	require.ErrorIs(t, err, errdefs.ErrConflict, "a duplicate id fails alone")
-	assert.Equal(t, "session_exists", errdefs.CodeOf(err))
+	assert.Equal(t, "session_exists", string(errdefs.CodeOf(err)))
 	require.NoError(t, <-results[2])
 	for _, sess := range fresh {
 		_, err := s.GetSession(ctx, sess.ID)
@@ -124,7 +124,7 @@ func TestWriter_MissingSessionFailsAlone(t *testing.T) {
 			continue
 		}
 		assert.ErrorIs(t, err, want[i].kind, "call %d", i)
-		assert.Equal(t, want[i].code, errdefs.CodeOf(err), "call %d", i)
+		assert.Equal(t, want[i].code, string(errdefs.CodeOf(err)), "call %d", i)
 	}
 	msgs, err := s.ListMessages(ctx, id, 0, 0)
 	require.NoError(t, err)

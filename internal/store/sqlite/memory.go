@@ -67,7 +67,7 @@ func (tx *batchTx) checkRoom(e session.MemoryEntry, maxEntries int) (own, err er
 		return nil, fmt.Errorf("put memory %q: count entries: %w", e.Key, err)
 	}
 	if exists == 0 && count >= maxEntries {
-		return errdefs.New(errdefs.ErrExhausted, "memory_full",
+		return errdefs.New(errdefs.ErrExhausted, errdefs.CodeMemoryFull,
 			"session %s already holds %d memory entries", e.SessionID, maxEntries), nil
 	}
 	return nil, nil

@@ -113,7 +113,7 @@ func (rs *readers) close() error {
 }
 
 func errClosed() error {
-	return errdefs.New(errdefs.ErrUnavailable, "store_closed", "store is closed")
+	return errdefs.New(errdefs.ErrUnavailable, errdefs.CodeStoreClosed, "store is closed")
 }
 
 // discard closes r's statements and connection; r opens a new one when

@@ -210,7 +210,7 @@ func (s *Store) FindRunByIdempotencyKey(ctx context.Context, sessionID, key stri
 	r, err := scanRun(rd.queryRow(ctx, findRunByKeySQL, sessionID, key, micros(since)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return session.Run{}, rd.missingRun(ctx, sessionID, errdefs.New(errdefs.ErrNotFound,
-			"run_not_found", "no run of session %s with idempotency key %q", sessionID, key))
+			errdefs.CodeRunNotFound, "no run of session %s with idempotency key %q", sessionID, key))
 	}
 	if err != nil {
 		return session.Run{}, fmt.Errorf("find run of session %s by idempotency key: %w", sessionID, err)

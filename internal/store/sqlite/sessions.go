@@ -54,7 +54,7 @@ func (s *Store) CreateSession(ctx context.Context, sess session.Session) error {
 			return nil, fmt.Errorf("create session %s: %w", sess.ID, err)
 		}
 		if !created {
-			return errdefs.New(errdefs.ErrConflict, "session_exists", "session %s already exists", sess.ID), nil
+			return errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionExists, "session %s already exists", sess.ID), nil
 		}
 		tx.created(sess.ID)
 		return nil, tx.indexMetadata(sess, false)

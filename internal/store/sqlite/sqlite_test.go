@@ -360,7 +360,7 @@ func TestStore_AfterClose(t *testing.T) {
 
 	err := appendEvents(ctx, st, []session.Event{tokenEvent(s.ID, 0)})
 	require.ErrorIs(t, err, errdefs.ErrUnavailable)
-	assert.Equal(t, "store_closed", errdefs.CodeOf(err))
+	assert.Equal(t, "store_closed", string(errdefs.CodeOf(err)))
 	require.Error(t, st.Ping(ctx))
 	_, err = st.GetSession(ctx, s.ID)
 	require.Error(t, err)

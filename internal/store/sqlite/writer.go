@@ -116,7 +116,7 @@ func (w *writer) enqueue(ctx context.Context, r *writeReq) error {
 	w.sendMu.RLock()
 	defer w.sendMu.RUnlock()
 	if w.closed {
-		return errdefs.New(errdefs.ErrUnavailable, "store_closed", "store is closed")
+		return errdefs.New(errdefs.ErrUnavailable, errdefs.CodeStoreClosed, "store is closed")
 	}
 	select {
 	case w.reqs <- r:

@@ -152,7 +152,7 @@ func TestAppendEvents_MissingSessionFailsAlone(t *testing.T) {
 	require.NoError(t, <-good)
 	err := <-missing
 	require.ErrorIs(t, err, errdefs.ErrNotFound)
-	assert.Equal(t, "session_not_found", errdefs.CodeOf(err))
+	assert.Equal(t, "session_not_found", string(errdefs.CodeOf(err)))
 	assert.Equal(t, Stats{Appends: 2, Events: 4, Commits: 2, Writes: 2, Batches: 4}, s.Stats(),
 		"the two appends shared a transaction; the two creates had one each")
 }

@@ -92,7 +92,7 @@ func requireErr(t *testing.T, err error, kind error, code string) {
 	t.Helper()
 	require.ErrorIs(t, err, kind)
 	if code != "" {
-		assert.Equal(t, code, errdefs.CodeOf(err), "errdefs code of %v", err)
+		assert.Equal(t, code, string(errdefs.CodeOf(err)), "errdefs code of %v", err)
 	}
 }
 

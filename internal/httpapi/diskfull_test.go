@@ -99,6 +99,11 @@ func checkOutage(t *testing.T, ts *testServer, id, other, runID string) int64 {
 	wantStorageUnavailable(t, ts.do(t, "POST", "/sessions/"+id+"/runs/"+runID+"/cancel", ""))
 	run := ts.must(t, http.StatusOK, "GET", "/sessions/"+id+"/runs/"+runID, "")
 	assert.Equal(t, "running", run["state"], "the run's end is not recorded yet")
+	// The run pauses once its writes have failed for the lease TTL; a
+	// refusal can come sooner (a write of the refused request's own).
+	waitFor(t, "/readyz to say the store is unavailable", func() bool {
+		return ts.do(t, "GET", "/readyz", "").status == http.StatusServiceUnavailable
+	})
 	s := ts.must(t, http.StatusServiceUnavailable, "GET", "/readyz", "")
 	assert.Equal(t, "store_unavailable", s["code"])
 	sess := ts.must(t, http.StatusOK, "GET", "/sessions/"+id, "")

@@ -1,10 +1,11 @@
 // Package postgres is kerneld's store on PostgreSQL, the system of record
 // most teams already back up, replicate and restore to a point in time
 // (DESIGN.md §6 and §8): sessions, runs, messages, memory entries and
-// every session's event log in one database, with leases and fencing
-// tokens so that only the replica owning a session appends to it, and
-// the plumbing replicas need to talk (Signals) and to follow each other's
-// appends (Tailer), both over LISTEN/NOTIFY.
+// every session's event log in one database (and beside them the webhook
+// outbox, schedules, images, quota counters and session feeds), with
+// leases and fencing tokens so that only the replica owning a session
+// appends to it, and the plumbing replicas need to talk (Signals) and to
+// follow each other's appends (Tailer), both over LISTEN/NOTIFY.
 //
 // It satisfies kernel.Store without importing the kernel and passes
 // store/storetest; it holds no kernel logic and does not log on the

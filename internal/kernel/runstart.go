@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/agents"
@@ -169,7 +170,7 @@ func (k *Kernel) markStarted(ctx context.Context, r *session.Run) error {
 // the events that say its model changed or it was titled, if it was, and
 // whether a model is to title it (see titleAtStart).
 func (k *Kernel) markSessionRunning(ctx context.Context, id string, spec agents.Spec, r session.Run) (changed []session.Event, askTitle bool, err error) {
-	var titled []session.Event
+	var titled, state []session.Event
 	var tenant string
 	err = k.updateSession(ctx, id, func(s *session.Session) error {
 		tenant = s.Tenant
@@ -182,6 +183,7 @@ func (k *Kernel) markSessionRunning(ctx context.Context, id string, spec agents.
 		titled, askTitle = k.titleAtStart(s, spec, r)
 		s.ActiveRunID = r.ID
 		s.ExpiresAt = time.Time{} // a busy session does not expire; its TTL restarts when it is free
+		state = unsentState(s, r)
 		if r.AgentState != nil {
 			s.AgentState = r.AgentState
 		}
@@ -190,7 +192,7 @@ func (k *Kernel) markSessionRunning(ctx context.Context, id string, spec agents.
 	if err == nil && len(titled) > 0 {
 		k.feedChanged(tenant, id, FeedSessionTitled)
 	}
-	return append(changed, titled...), askTitle, err
+	return slices.Concat(changed, state, titled), askTitle, err
 }
 
 // startEvents returns the events that open run r: RUN_STARTED, the state

@@ -256,17 +256,25 @@ func endingOf(ev *session.Event) ending {
 }
 
 // endQueued records the end of a queued run that never started, if it is
-// still queued; a run cancelled meanwhile stays as it is.
+// still queued; a run cancelled meanwhile stays as it is. Its end is
+// announced (run.cancelled, run.failed) ahead of the record, as a started
+// run's is ahead of its terminal event (see announceEvents).
 func (k *Kernel) endQueued(h *held, run session.Run, state session.RunState, runErr *session.RunError) {
-	err := k.updateRun(context.WithoutCancel(h.ctx), &run, func(r *session.Run) error {
+	ctx := context.WithoutCancel(h.ctx)
+	announced := false
+	err := k.updateRun(ctx, &run, func(r *session.Run) error {
 		if r.State != session.RunQueued {
 			return errUnchanged
 		}
 		r.State, r.EndedAt, r.Error = state, k.now(), runErr
+		announced = k.announceRunEnded(ctx, *r) || announced
 		return nil
 	})
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		k.log.Error("record unstarted run", "session", run.SessionID, "run", run.ID, "err", err)
+	}
+	if announced {
+		k.announcer.Notify()
 	}
 	k.changes.notify(h.id)
 }

@@ -156,16 +156,18 @@ function sidebar(page) {
 
 // waitSidebar waits until every one of n sessions in the sidebar passes
 // the check named by want: "waiting" (a generated title, waiting for two
-// approvals) or "idle" (nothing waits).
+// approvals, one answer unread) or "idle" (nothing waits, two answers
+// unread).
 function waitSidebar(page, n, want) {
   return page.waitForFunction(([n, want]) => {
     const rows = [...document.querySelectorAll("#sessions a")];
     return rows.length === n && rows.every((a) => {
       const status = a.querySelector(".badges [class*='state-']").textContent;
       const pending = a.querySelector(".pending-badge");
-      if (want === "idle") return status === "idle" && !pending;
+      const unread = a.querySelector(".unread-badge");
+      if (want === "idle") return status === "idle" && !pending && unread && unread.textContent === "2";
       return status === "waiting_input" && pending && pending.textContent === "2 to approve" &&
-        a.querySelector(".title").textContent !== "gated";
+        unread && unread.textContent === "1" && a.querySelector(".title").textContent !== "gated";
     });
   }, [n, want]);
 }
@@ -426,7 +428,19 @@ const scenarios = {
     await other.waitForFunction(() => document.getElementById("inbox-count").textContent === "");
     await waitSidebar(page, 2, "idle");
     await waitSidebar(other, 2, "idle");
-    return { waiting, otherWaiting, inboxCount, inbox, idle: await sidebar(page), otherIdle: await sidebar(other) };
+    const idle = await sidebar(page);
+    const otherIdle = await sidebar(other);
+    // Opening a session reads it: its unread badge goes, in both tabs.
+    await page.locator("#sessions a", { hasText: "Lisbon" }).click();
+    await page.waitForSelector(".stream-status.status-live");
+    const lisbonRead = () => {
+      const a = [...document.querySelectorAll("#sessions a")].find((el) => el.textContent.includes("Lisbon"));
+      return a && !a.querySelector(".unread-badge");
+    };
+    await other.waitForFunction(lisbonRead);
+    await page.evaluate(() => { location.hash = "#/"; });
+    await page.waitForFunction(lisbonRead);
+    return { waiting, otherWaiting, inboxCount, inbox, idle, otherIdle, read: await sidebar(page), otherRead: await sidebar(other) };
   },
 
   // refused: without a key the console shows the 401's detail; with one it works.

@@ -63,14 +63,17 @@ type feedResult struct {
 	InboxCount            string   // the other tab's inbox count then
 	Inbox                 []string // the inbox's cards: "session title|tool"
 	Idle, OtherIdle       []string // each tab's sidebar once every approval was decided
+	Read, OtherRead       []string // each tab's sidebar once one tab opened the Lisbon session
 	Feeds                 []string // where each feed request started: "snapshot" or a Last-Event-ID
 }
 
 // TestConsole_SidebarFeed: two tabs at the console; runs started through
 // the API (as curl would) appear in both sidebars live, titled, waiting
-// for approval, and in the inbox count; one tab decides them all from
-// the inbox (approve, deny with a reason, always), and both sidebars
-// follow, through a dropped connection resumed with Last-Event-ID.
+// for approval, unread, and in the inbox count; one tab decides them all
+// from the inbox (approve, deny with a reason, always), and both
+// sidebars follow, through a dropped connection resumed with
+// Last-Event-ID; opening a session in one tab clears its unread badge in
+// both.
 func TestConsole_SidebarFeed(t *testing.T) {
 	b := needBrowser(t)
 	k := startKerneld(t, httpapi.Options{})
@@ -89,22 +92,28 @@ func TestConsole_SidebarFeed(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The sidebar's order follows the sessions' activity, which the two
+	// runs interleave: compare the rows, sorted.
+	sorted := func(rows []string) []string { return slices.Sorted(slices.Values(rows)) }
 	wantWaiting := []string{
-		"Sort the release notes|waiting_input|2 to approve waiting_input",
-		"Plan the trip to Lisbon|waiting_input|2 to approve waiting_input",
+		"Plan the trip to Lisbon|waiting_input|2 to approve 1 waiting_input",
+		"Sort the release notes|waiting_input|2 to approve 1 waiting_input",
 	}
-	equal(t, "sidebar while the runs wait", res.Waiting, wantWaiting)
-	equal(t, "the other tab's sidebar while the runs wait", res.OtherWaiting, wantWaiting)
+	equal(t, "sidebar while the runs wait", sorted(res.Waiting), wantWaiting)
+	equal(t, "the other tab's sidebar while the runs wait", sorted(res.OtherWaiting), wantWaiting)
 	if res.InboxCount != "4" {
 		t.Errorf("the other tab's inbox count = %q, want 4", res.InboxCount)
 	}
-	equal(t, "inbox", res.Inbox, []string{
+	equal(t, "inbox", sorted(res.Inbox), []string{
 		"Plan the trip to Lisbon|memory_set", "Plan the trip to Lisbon|memory_set",
 		"Sort the release notes|memory_set", "Sort the release notes|memory_set",
 	})
-	wantIdle := []string{"Sort the release notes|idle|idle", "Plan the trip to Lisbon|idle|idle"}
-	equal(t, "sidebar once decided", res.Idle, wantIdle)
-	equal(t, "the other tab's sidebar once decided", res.OtherIdle, wantIdle)
+	wantIdle := []string{"Plan the trip to Lisbon|idle|2 idle", "Sort the release notes|idle|2 idle"}
+	equal(t, "sidebar once decided", sorted(res.Idle), wantIdle)
+	equal(t, "the other tab's sidebar once decided", sorted(res.OtherIdle), wantIdle)
+	wantRead := []string{"Plan the trip to Lisbon|idle|idle", "Sort the release notes|idle|2 idle"}
+	equal(t, "sidebar after opening the Lisbon session", sorted(res.Read), wantRead)
+	equal(t, "the other tab's sidebar after the Lisbon session was opened", sorted(res.OtherRead), wantRead)
 	if len(res.Feeds) < 4 || res.Feeds[0] != "snapshot" || res.Feeds[1] != "snapshot" {
 		t.Errorf("feed requests %q, want a snapshot per tab, then resumes", res.Feeds)
 	}

@@ -333,6 +333,7 @@ func (k *Kernel) runStopped(h *held, ar *activeRun) {
 	if ar.stop == runLeft {
 		return
 	}
+	k.childEnded(h, run)
 	if h.ctx.Err() == nil && k.startNext(h) {
 		return // the session stays running, under its next run
 	}

@@ -45,6 +45,10 @@ func (k *Kernel) newRun(sessionID string, req RunRequest, state session.RunState
 	run.ClientTools, run.ToolResults = req.AGUI.ClientTools, req.AGUI.ToolResults
 	run.Overrides, run.Kind = req.Overrides.Clone(), req.kind
 	run.TraceParent = req.traceParent
+	run.Source, run.Background, run.ChildResult = req.Source, req.background, req.childResult
+	if run.ChildResult != nil {
+		run.Source = session.RunSourceChildResult
+	}
 	return run
 }
 
@@ -205,6 +209,9 @@ func startEvents(r session.Run, inputID string) []session.Event {
 		evs = append(evs, session.StateSnapshot(r.AgentState))
 	}
 	evs = append(evs, toolResultEvents(&r)...)
+	if r.ChildResult != nil {
+		evs = append(evs, childResultEvent(r.ID, *r.ChildResult))
+	}
 	if r.Kind == "" && r.Input != "" {
 		evs = append(evs,
 			session.TextMessageStart(inputID, session.RoleUser),

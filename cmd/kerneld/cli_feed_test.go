@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -41,16 +42,18 @@ func TestCLI_SessionsWatch(t *testing.T) {
 	require.NoError(t, err)
 	id := q(s.ID)
 	r.waitOutput(t, regexp.MustCompile(`(?ms)^\S+  session\.created\s+`+id+`  gated  idle$`+
-		`.*^\S+  approval\.requested\s+`+id+`  gated  waiting_input  \[2 to approve\]  save my settings please$`))
+		`.*^\S+  approval\.requested\s+`+id+`  gated  waiting_input  \[2 to approve, 1 unread\]  save my settings please$`))
 
-	inbox, err := c.Inbox(ctx, "", client.Page{})
-	require.NoError(t, err)
-	require.Len(t, inbox.Data, 2)
+	var inbox client.InboxPage
+	require.Eventually(t, func() bool { // the inbox can trail the feed by a moment
+		inbox, err = c.Inbox(ctx, "", client.Page{})
+		return err == nil && len(inbox.Data) == 2
+	}, 30*time.Second, 10*time.Millisecond, "the inbox never listed both calls")
 	for _, it := range inbox.Data {
 		_, err := c.DecideApproval(ctx, s.ID, run.ID, it.ToolCallID, client.Decision{Decision: client.Approve})
 		require.NoError(t, err)
 	}
-	r.waitOutput(t, regexp.MustCompile(`(?m)^\S+  run\.ended\s+`+id+`  gated  idle  save my settings please$`))
+	r.waitOutput(t, regexp.MustCompile(`(?m)^\S+  run\.ended\s+`+id+`  gated  idle  \[2 unread\]  save my settings please$`))
 
 	stop()
 	require.NoError(t, r.wait(t), "Ctrl-C ends the watch")

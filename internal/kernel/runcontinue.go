@@ -128,6 +128,9 @@ const (
 )
 
 func (k *Kernel) continueLeftOnce(ctx context.Context, h *held) error {
+	if h.nothingLeft.Load() {
+		return nil // startNew started the session's only unfinished run
+	}
 	runs, err := k.store.ListRuns(ctx, h.id, session.RunQuery{
 		States: []session.RunState{session.RunRunning, session.RunWaitingInput}})
 	if err != nil {

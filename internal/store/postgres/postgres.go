@@ -34,8 +34,9 @@
 // one session's writes (idempotency keys, the queue bound, the memory
 // bound, a message's position) see each other. Event appends are
 // group-committed: concurrent AppendEvents calls go through appenders
-// that write whatever has queued as one transaction with one multi-row
-// INSERT (see events.go).
+// that write whatever has queued with one statement, which checks the
+// leases, numbers and inserts the events and notifies the tailers in one
+// round trip (see events.go).
 //
 // # Leases
 //
@@ -196,11 +197,16 @@ func (s *Store) Schema() string { return s.schema }
 // inTx runs fn in a transaction, committing if it returns nil. An error
 // of Postgres refusing the write is an *errdefs.StorageError.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	err := unavailable(ctx, pgx.BeginFunc(ctx, s.pool, fn))
+	return s.failed(ctx, pgx.BeginFunc(ctx, s.pool, fn))
+}
+
+// failed returns err of a write as unavailable does and, when it says the
+// connection was lost, drops the pool's other idle connections: they are
+// most likely gone too (a restart, a failover, terminated backends), and
+// dropping them now saves failing one write on each.
+func (s *Store) failed(ctx context.Context, err error) error {
+	err = unavailable(ctx, err)
 	if lost(err) {
-		// The pool's other idle connections are most likely gone too (a
-		// restart, a failover, terminated backends): drop them now rather
-		// than fail one write on each.
 		s.pool.Reset()
 	}
 	return err

@@ -75,6 +75,16 @@ const (
 	// by then, so a stuck lock or a slow disk fails a request rather than
 	// holding its connection for ever.
 	DefaultStatementTimeout = 30 * time.Second
+	// IdleInTransactionTimeout is Postgres' idle_in_transaction_session_timeout
+	// for the store's connections. kerneld never waits inside a
+	// transaction, but a replica that stops between two statements of one
+	// (SIGSTOP, a frozen VM, a machine starved of CPU) would otherwise keep
+	// its row locks, a session's lease row among them, and so keep every
+	// other replica from taking its sessions over, for as long as it is
+	// stopped. Postgres ends such a connection after this long instead;
+	// the stopped replica finds it gone when it wakes, and its lease
+	// fenced.
+	IdleInTransactionTimeout = 5 * time.Second
 	// DefaultAppenders is how many transactions of appends one replica
 	// keeps in flight. One commits while the other gathers the next batch;
 	// more only spread the same appends over more commits.
@@ -162,6 +172,7 @@ func poolConfig(opts Options) (*pgxpool.Config, error) {
 	if timeout > 0 {
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(timeout.Milliseconds(), 10)
 	}
+	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(IdleInTransactionTimeout.Milliseconds(), 10)
 	cfg.ConnConfig.RuntimeParams["application_name"] = "kerneld"
 	return cfg, nil
 }

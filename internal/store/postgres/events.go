@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -249,6 +250,61 @@ func (a *appendArgs) run(ctx context.Context, pool *pgxpool.Pool) ([]int64, erro
 		err = fmt.Errorf("append events: %d answers for %d calls", len(firsts), len(a.sids))
 	}
 	return firsts, err
+}
+
+// lockSeqs locks the rows of sessions ids and returns their last seqs; a
+// missing session has none.
+func lockSeqs(ctx context.Context, tx pgx.Tx, ids []string) (map[string]int64, error) {
+	rows, err := tx.Query(ctx, `SELECT id, last_seq FROM sessions WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, ids)
+	if err != nil {
+		return nil, err
+	}
+	last := make(map[string]int64, len(ids))
+	var id string
+	var seq int64
+	_, err = pgx.ForEachRow(rows, []any{&id, &seq}, func() error { last[id] = seq; return nil })
+	return last, err
+}
+
+// eventRows are the columns of events written inside a transaction (a
+// run's start: StartRun), as arrays for one INSERT … SELECT FROM unnest,
+// its parameters bound in binary. Appends write theirs with appendSQL.
+type eventRows struct {
+	sessions, runs, types []string
+	seqs, times           []int64
+	data, meta            [][]byte
+}
+
+func (e *eventRows) add(evs []session.Event, first int64) {
+	for i, ev := range evs {
+		e.sessions = append(e.sessions, ev.SessionID)
+		e.seqs = append(e.seqs, first+int64(i))
+		e.runs = append(e.runs, ev.RunID)
+		e.types = append(e.types, string(ev.Type))
+		e.times = append(e.times, micros(ev.Time))
+		e.data = append(e.data, ev.Data)
+		e.meta = append(e.meta, ev.Meta)
+	}
+}
+
+// write inserts the rows, moves the sessions' last seqs and tells the
+// tailers (delivered at commit, so never before the rows are visible).
+func (e *eventRows) write(ctx context.Context, tx pgx.Tx, last map[string]int64, channel string) error {
+	batch := &pgx.Batch{}
+	batch.Queue(`INSERT INTO events (session_id, seq, run_id, type, time, data, meta)
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bytea[], $7::bytea[])`,
+		e.sessions, e.seqs, e.runs, e.types, e.times, e.data, e.meta)
+	ids := make([]string, 0, len(last))
+	seqs := make([]int64, 0, len(last))
+	notes := make([]string, 0, len(last))
+	for id, seq := range last {
+		ids, seqs = append(ids, id), append(seqs, seq)
+		notes = append(notes, strconv.FormatInt(seq, 10)+" "+id)
+	}
+	batch.Queue(`UPDATE sessions SET last_seq = v.last FROM unnest($1::text[], $2::bigint[]) AS v(id, last)
+		WHERE sessions.id = v.id`, ids, seqs)
+	batch.Queue(`SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n`, channel, notes)
+	return tx.SendBatch(ctx, batch).Close()
 }
 
 // ReadEvents returns a session's events with seq > after in seq order, at

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -143,20 +142,22 @@ func appendBatchTx(ctx context.Context, tx pgx.Tx, batch []*appendReq, channel s
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	last, err := collectPairs(ctx, tx, `SELECT id, last_seq FROM sessions WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, ids)
+	last, err := lockSeqs(ctx, tx, ids)
 	if err != nil {
 		return nil, nil, err
 	}
-	tokens, err := collectPairs(ctx, tx, `SELECT session_id, token FROM leases
+	rows, err := tx.Query(ctx, `SELECT session_id, token FROM leases
 		WHERE session_id = ANY($1) AND expires_at > kerneld_now_us() ORDER BY session_id FOR UPDATE`, ids)
 	if err != nil {
 		return nil, nil, err
 	}
-	var e struct {
-		sessions, runs, types []string
-		seqs, times           []int64
-		data, meta            [][]byte
+	tokens := make(map[string]int64, len(ids))
+	var id string
+	var token int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &token}, func() error { tokens[id] = token; return nil }); err != nil {
+		return nil, nil, err
 	}
+	var events eventRows
 	touched := make(map[string]int64, len(ids))
 	var accepted []*appendReq
 	var firsts []int64
@@ -172,40 +173,12 @@ func appendBatchTx(ctx context.Context, tx pgx.Tx, batch []*appendReq, channel s
 			continue
 		}
 		accepted, firsts = append(accepted, r), append(firsts, seq+1)
-		for i, ev := range r.evs {
-			e.sessions, e.seqs = append(e.sessions, id), append(e.seqs, seq+1+int64(i))
-			e.runs, e.types = append(e.runs, ev.RunID), append(e.types, string(ev.Type))
-			e.times, e.data, e.meta = append(e.times, micros(ev.Time)), append(e.data, ev.Data), append(e.meta, ev.Meta)
-		}
+		events.add(r.evs, seq+1)
 		last[id] = seq + int64(len(r.evs))
 		touched[id] = last[id]
 	}
 	if len(accepted) == 0 {
 		return nil, nil, nil
 	}
-	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO events (session_id, seq, run_id, type, time, data, meta)
-		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bytea[], $7::bytea[])`,
-		e.sessions, e.seqs, e.runs, e.types, e.times, e.data, e.meta)
-	var tids, notes []string
-	var tseqs []int64
-	for id, seq := range touched {
-		tids, tseqs, notes = append(tids, id), append(tseqs, seq), append(notes, strconv.FormatInt(seq, 10)+" "+id)
-	}
-	b.Queue(`UPDATE sessions SET last_seq = v.last FROM unnest($1::text[], $2::bigint[]) AS v(id, last)
-		WHERE sessions.id = v.id`, tids, tseqs)
-	b.Queue(`SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n`, channel, notes)
-	return accepted, firsts, tx.SendBatch(ctx, b).Close()
-}
-
-func collectPairs(ctx context.Context, tx pgx.Tx, sql string, ids []string) (map[string]int64, error) {
-	rows, err := tx.Query(ctx, sql, ids)
-	if err != nil {
-		return nil, err
-	}
-	m := make(map[string]int64, len(ids))
-	var id string
-	var v int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &v}, func() error { m[id] = v; return nil })
-	return m, err
+	return accepted, firsts, events.write(ctx, tx, touched, channel)
 }

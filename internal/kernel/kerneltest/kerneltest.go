@@ -158,6 +158,8 @@ type Options struct {
 	// Feed records the sessions' changes; Titles titles them.
 	Feed   kernel.FeedSink
 	Titles kernel.Titles
+	// Guards answers for the agents' guards; nil asks none.
+	Guards kernel.Guards
 }
 
 // Kernel is a test kernel with the pieces a test may want to reach.
@@ -182,7 +184,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 	k, err := kernel.New(kernel.Config{
 		Agents: registry, Tools: reg, Store: opts.Store, Observers: opts.Observers,
 		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention, Replication: opts.Replication,
-		Quotas: opts.Quotas, StallAfter: opts.StallAfter, Feed: opts.Feed, Titles: opts.Titles,
+		Quotas: opts.Quotas, StallAfter: opts.StallAfter, Feed: opts.Feed, Titles: opts.Titles, Guards: opts.Guards,
 	})
 	if err != nil {
 		tb.Fatalf("new kernel: %v", err)

@@ -30,7 +30,7 @@ type request struct {
 	RunID     string    `json:"run_id"`
 	Session   Session   `json:"session"`
 	ToolCall  *ToolCall `json:"tool_call,omitempty"`
-	Input     *string   `json:"input,omitempty"` // before_run: the run's input
+	Input     *string   `json:"input,omitempty"`  // before_run: the run's input
 	Resume    *Resume   `json:"resume,omitempty"` // before_run: the run is being continued
 }
 

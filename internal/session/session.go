@@ -123,6 +123,10 @@ type SessionExt struct {
 	// ReadCursors hold, per reader, the seq up to which the reader has
 	// read the session's log (see Unread).
 	ReadCursors map[string]int64 `json:"read_cursors,omitempty"`
+	// Replies are the seqs at which the session's latest assistant
+	// messages (MaxReplies of them) were logged, oldest first: a reader's
+	// unread count is how many lie past its cursor.
+	Replies []int64 `json:"replies,omitempty"`
 	// Webhooks are receivers the client named at creation for this
 	// session's events, beside the operator's and the agent's.
 	Webhooks []Webhook `json:"webhooks,omitempty"`
@@ -216,6 +220,7 @@ func (s Session) Clone() Session {
 	s.Overrides = s.Overrides.Clone()
 	s.Grants = slices.Clone(s.Grants)
 	s.ReadCursors = maps.Clone(s.ReadCursors)
+	s.Replies = slices.Clone(s.Replies)
 	s.Webhooks = slices.Clone(s.Webhooks) // their Events are never changed in place
 	if s.Compaction != nil {
 		c := *s.Compaction

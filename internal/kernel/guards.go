@@ -33,7 +33,8 @@ type guardedCall struct {
 }
 
 // guardCalls asks the agent's guard about each of calls, in order, and
-// logs each decision. Without a guard, every call is as the model made it.
+// logs each decision, durably. Without a guard, every call is as the
+// model made it.
 func (r *runner) guardCalls(ctx context.Context, calls []session.ToolCall) ([]guardedCall, error) {
 	out := make([]guardedCall, len(calls))
 	for i, c := range calls {
@@ -50,6 +51,12 @@ func (r *runner) guardCalls(ctx context.Context, calls []session.ToolCall) ([]gu
 		if err := r.guardCall(ctx, sess, &out[i]); err != nil {
 			return nil, err
 		}
+	}
+	// The decisions are durable before any call they allowed runs: a
+	// process that dies meanwhile leaves them in the log, where whoever
+	// continues the run finds the calls denied (see answerLeftCalls).
+	if _, err := r.events.flush(); err != nil {
+		return nil, &emitError{err: err}
 	}
 	return out, nil
 }

@@ -229,3 +229,54 @@ guard: {url: "https://policy.example.com/", secret: "whsec_MfKQ9r8GKYqrTwjUPD8IL
 	}
 	checkHistory(t, historyOf(t, p2.Kernel.Kernel, s.ID))
 }
+
+// TestContinue_GuardAsksBesideAWaitingApproval kills a process while one
+// call of a step waits for a person and another runs. The next process's
+// guard now wants a person to look at the second call too: both wait, and
+// each decision reaches the run, the earlier approval's as well.
+func TestContinue_GuardAsksBesideAWaitingApproval(t *testing.T) {
+	started := make(chan string, 8)
+	lookup := &echoArgsTool{name: "lookup", started: started, release: make(chan struct{})}
+	g := &fakeGuards{}
+	opts := kerneltest.Options{
+		Agents: []string{`
+name: twofold
+model:
+  provider: scripted
+  script:
+    - {text: "Both.", tool_calls: [{name: memory_set, arguments: {key: note, value: "x"}}, {name: lookup, arguments: {q: "a"}}]}
+    - {text: "Finished."}
+tools: [{name: memory_set, require_approval: true}, lookup]
+approval_timeout: 10m
+guard: {url: "https://policy.example.com/", secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+`},
+		Tools:  []tools.Tool{lookup},
+		Guards: g,
+	}
+	db := memory.New()
+	p1 := startProcess(t, db, opts)
+	s := mustSession(t, p1.Kernel.Kernel, "twofold")
+	run := mustRun(t, p1.Kernel.Kernel, s.ID, "go")
+	awaitStarted(t, started, 1)
+	require.Eventually(t, func() bool {
+		return len(customEvents(logOf(t, p1.Kernel.Kernel, s.ID), "kerneld.approval.requested")) == 1
+	}, waitTimeout, time.Millisecond)
+	p1.kill(t)
+
+	g.set(map[string]guard.Decision{"lookup": {Action: guard.Ask, Reason: "look first"}}, guard.Decision{})
+	lookup.Release()
+	p2 := startProcess(t, db, opts)
+	var asked []session.Event
+	require.Eventually(t, func() bool {
+		asked = customEvents(logOf(t, p2.Kernel.Kernel, s.ID), "kerneld.approval.requested")
+		return len(asked) == 2
+	}, waitTimeout, time.Millisecond, "the guard's ask is asked for")
+	for _, ev := range asked {
+		_, err := p2.Kernel.Decide(t.Context(), s.ID, run.ID, customValue(t, ev)["toolCallId"].(string), true, "")
+		require.NoError(t, err)
+	}
+	checkContinued(t, p2.Kernel.Kernel, s.ID, run.ID, "Finished.")
+	evs := logOf(t, p2.Kernel.Kernel, s.ID)
+	assert.JSONEq(t, `{"ok":true}`, resultOf(evs, customValue(t, asked[0])["toolCallId"].(string)), "memory_set ran once approved")
+	assert.JSONEq(t, `{"q":"a"}`, resultOf(evs, customValue(t, asked[1])["toolCallId"].(string)), "lookup ran once approved")
+}

@@ -385,7 +385,7 @@ func (r *runner) answerLeftCalls(ctx context.Context, calls []session.ToolCall) 
 	denials := guardDenials(evs, r.run.ID)
 	children := replayRun(evs).children
 	b := r.newBatch(ctx, len(calls))
-	var ask, again []session.ToolCall
+	var waiting, ask, again []session.ToolCall
 	approved := map[string]bool{}
 	n := len(calls)
 	for _, c := range calls {
@@ -395,7 +395,7 @@ func (r *runner) answerLeftCalls(ctx context.Context, calls []session.ToolCall) 
 		denial, guardDenied := denials[c.ID]
 		switch {
 		case asked && a.State == ApprovalPending:
-			b.gated[c.ID], b.expires = c, a.ExpiresAt
+			waiting, b.expires = append(waiting, c), a.ExpiresAt
 		case asked && a.State != ApprovalApproved:
 			n--
 			err = r.recordResult(toolResult{call: c, content: deniedContent(a.Reason), isError: true})
@@ -416,6 +416,15 @@ func (r *runner) answerLeftCalls(ctx context.Context, calls []session.ToolCall) 
 			err = r.recordResult(toolResult{call: c, content: mayHaveRun, isError: true})
 		}
 		if err != nil {
+			b.wg.Wait()
+			return err
+		}
+	}
+	if len(waiting) > 0 {
+		// They wait again, whether or not the previous process recorded
+		// the run as waiting before it stopped.
+		b.await(waiting)
+		if err := r.setWaiting(true); err != nil {
 			b.wg.Wait()
 			return err
 		}

@@ -328,12 +328,13 @@ func (r *runner) foldSteers() error {
 // input to run runID.
 func steeredInput(runID string, steer session.Run) ([]session.Event, session.Message) {
 	id := session.NewMessageID()
-	return []session.Event{
-		session.Custom(customRunSteered, map[string]string{"runId": runID, "steerRunId": steer.ID, "messageId": id}),
-		session.TextMessageStart(id, session.RoleUser),
-		session.TextMessageContent(id, steer.Input),
-		session.TextMessageEnd(id),
-	}, session.Message{ID: id, Role: session.RoleUser, Content: steer.Input}
+	evs := []session.Event{session.Custom(customRunSteered, map[string]string{"runId": runID, "steerRunId": steer.ID, "messageId": id})}
+	if steer.ChildResult != nil {
+		evs = append(evs, childResultEvent(runID, *steer.ChildResult))
+	}
+	evs = append(evs, session.TextMessageStart(id, session.RoleUser), session.TextMessageContent(id, steer.Input),
+		session.TextMessageEnd(id))
+	return evs, session.Message{ID: id, Role: session.RoleUser, Content: steer.Input}
 }
 
 // customRunSteered announces input a steer added to the active run.

@@ -142,6 +142,14 @@ type SessionExt struct {
 	// Imported marks a session that kerneld import wrote (see
 	// internal/transfer); nil for one created here.
 	Imported *ImportMark `json:"imported,omitempty"`
+	// SpawnKey names the spawn_agent call that created this child session
+	// (its parent's run and the call's id), so that a continued run that
+	// makes the call again finds this child rather than start another.
+	SpawnKey string `json:"spawn_key,omitempty"`
+	// Agents are the other agents that may take turns on this session's
+	// conversation (POST /sessions/{id}/run with agent), within what the
+	// agents' own files allow.
+	Agents []string `json:"agents,omitempty"`
 }
 
 // Webhook is a receiver of a session's events: its URL and the event
@@ -222,6 +230,7 @@ func (s Session) Clone() Session {
 	s.ReadCursors = maps.Clone(s.ReadCursors)
 	s.Replies = slices.Clone(s.Replies)
 	s.Webhooks = slices.Clone(s.Webhooks) // their Events are never changed in place
+	s.Agents = slices.Clone(s.Agents)
 	if s.Compaction != nil {
 		c := *s.Compaction
 		s.Compaction = &c

@@ -296,7 +296,11 @@ func (k *Kernel) launch(h *held, ar *activeRun, spec agents.Spec, admitted bool)
 	ar.events = newEventWriter(k, ar, h, ar.logged, writerPolicy{prompt: true, mergeDeltas: spec.Stream.MergeDeltas})
 	h.mu.Lock()
 	h.active = ar
+	interrupted := h.interruptedAtStart(ar.run)
 	h.mu.Unlock()
+	if interrupted {
+		ar.cancel(errInterrupted) // it starts, to keep its input, and stops at once
+	}
 	if k.checkOpen() != nil {
 		ar.stopForShutdown() // Drain may have looked before h had this run
 	}

@@ -59,7 +59,7 @@ func (k *Kernel) Regenerate(ctx context.Context, id, runID string) (session.Sess
 	if err != nil {
 		return session.Session{}, session.Run{}, err
 	}
-	again, _, err := k.Run(ctx, fork.ID, RunRequest{Input: run.Input, Overrides: run.Overrides.Clone()})
+	again, _, err := k.Run(ctx, fork.ID, RunRequest{Input: run.Input, Overrides: run.Overrides.Clone(), Source: run.Source})
 	if err != nil {
 		k.discardFork(ctx, fork.ID)
 		return session.Session{}, session.Run{}, err

@@ -270,7 +270,11 @@ func (r *runner) record(msgs ...session.Message) error {
 		return &emitError{err: fmt.Errorf("append messages: %w", err)}
 	}
 	for _, m := range msgs {
-		r.history = append(r.history, toLLM(m))
+		lm, err := r.modelMessage(r.storeCtx(), m)
+		if err != nil {
+			return &emitError{err: err}
+		}
+		r.history = append(r.history, lm)
 		r.positions = append(r.positions, m.Position)
 		if m.Role == session.RoleAssistant {
 			r.pending = append(r.pending, m.ToolCalls...)
@@ -328,12 +332,9 @@ func (r *runner) foldSteers() error {
 // input to run runID.
 func steeredInput(runID string, steer session.Run) ([]session.Event, session.Message) {
 	id := session.NewMessageID()
-	return []session.Event{
-		session.Custom(customRunSteered, map[string]string{"runId": runID, "steerRunId": steer.ID, "messageId": id}),
-		session.TextMessageStart(id, session.RoleUser),
-		session.TextMessageContent(id, steer.Input),
-		session.TextMessageEnd(id),
-	}, session.Message{ID: id, Role: session.RoleUser, Content: steer.Input}
+	evs := []session.Event{session.Custom(customRunSteered, map[string]string{"runId": runID, "steerRunId": steer.ID, "messageId": id})}
+	return append(evs, userInputEvents(id, steer.Input, steer.Images)...),
+		session.Message{ID: id, Role: session.RoleUser, Content: steer.Input, Images: steer.Images}
 }
 
 // customRunSteered announces input a steer added to the active run.

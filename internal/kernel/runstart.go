@@ -45,6 +45,7 @@ func (k *Kernel) newRun(sessionID string, req RunRequest, state session.RunState
 	run.ClientTools, run.ToolResults = req.AGUI.ClientTools, req.AGUI.ToolResults
 	run.Overrides, run.Kind = req.Overrides.Clone(), req.kind
 	run.TraceParent = req.traceParent
+	run.Images = req.imageRefs
 	return run
 }
 
@@ -205,12 +206,8 @@ func startEvents(r session.Run, inputID string) []session.Event {
 		evs = append(evs, session.StateSnapshot(r.AgentState))
 	}
 	evs = append(evs, toolResultEvents(&r)...)
-	if r.Kind == "" && r.Input != "" {
-		evs = append(evs,
-			session.TextMessageStart(inputID, session.RoleUser),
-			session.TextMessageContent(inputID, r.Input),
-			session.TextMessageEnd(inputID),
-		)
+	if r.Kind == "" && (r.Input != "" || len(r.Images) > 0) {
+		evs = append(evs, userInputEvents(inputID, r.Input, r.Images)...)
 	}
 	return evs
 }
@@ -252,9 +249,9 @@ func (r *runner) recordStart() error {
 		return nil // a compaction run has no input
 	}
 	msgs := toolResultMessages(r.run)
-	if r.run.Input != "" {
+	if r.run.Input != "" || len(r.run.Images) > 0 {
 		msgs = append(msgs, session.Message{ID: r.ar.started.inputID, SessionID: r.run.SessionID, RunID: r.run.ID,
-			Role: session.RoleUser, Content: r.run.Input, CreatedAt: r.run.StartedAt})
+			Role: session.RoleUser, Content: r.run.Input, Images: r.run.Images, CreatedAt: r.run.StartedAt})
 	}
 	if err := r.k.store.AppendMessages(r.storeCtx(), r.h.token, msgs...); err != nil {
 		return &emitError{err: fmt.Errorf("append message: %w", err)}

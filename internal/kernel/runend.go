@@ -257,17 +257,25 @@ func endingOf(ev *session.Event) ending {
 }
 
 // endQueued records the end of a queued run that never started, if it is
-// still queued; a run cancelled meanwhile stays as it is.
+// still queued; a run cancelled meanwhile stays as it is. Its end is
+// announced (run.cancelled, run.failed) ahead of the record, as a started
+// run's is ahead of its terminal event (see announceEvents).
 func (k *Kernel) endQueued(h *held, run session.Run, state session.RunState, runErr *session.RunError) {
-	err := k.updateRun(context.WithoutCancel(h.ctx), &run, func(r *session.Run) error {
+	ctx := context.WithoutCancel(h.ctx)
+	announced := false
+	err := k.updateRun(ctx, &run, func(r *session.Run) error {
 		if r.State != session.RunQueued {
 			return errUnchanged
 		}
 		r.State, r.EndedAt, r.Error = state, k.now(), runErr
+		announced = k.announceRunEnded(ctx, *r) || announced
 		return nil
 	})
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		k.log.Error("record unstarted run", "session", run.SessionID, "run", run.ID, "err", err)
+	}
+	if announced {
+		k.announcer.Notify()
 	}
 	k.changes.notify(h.id)
 }
@@ -276,13 +284,18 @@ func (k *Kernel) endQueued(h *held, run session.Run, state session.RunState, run
 // failed, and its session gets its previous state back.
 func (k *Kernel) endFailedStart(h *held, prev session.State, r session.Run) {
 	ctx := context.WithoutCancel(h.ctx)
+	announced := false
 	err := k.updateRun(ctx, &r, func(cur *session.Run) error {
 		cur.State, cur.EndedAt = session.RunFailed, k.now()
 		cur.Error = &session.RunError{Code: session.ErrorCodeInternal, Message: "the run could not be started"}
+		announced = k.announceRunEnded(ctx, *cur) || announced
 		return nil
 	})
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		k.log.Error("end a run that could not start", "session", r.SessionID, "run", r.ID, "err", err)
+	}
+	if announced {
+		k.announcer.Notify()
 	}
 	err = k.updateSession(ctx, r.SessionID, func(s *session.Session) error {
 		if s.ActiveRunID != r.ID {

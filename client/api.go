@@ -78,6 +78,22 @@ func (c *Client) DeleteSession(ctx context.Context, id string, cascade bool) err
 	return c.do(ctx, request{method: http.MethodDelete, path: sessionPath(id), query: q}, nil)
 }
 
+// MarkRead records that the caller has read a session up to the event
+// with seq, or with seq <= 0 everything logged so far, and returns the
+// session with the caller's Unread count (PUT /sessions/{id}/read). A
+// read cursor never moves back: an older seq changes nothing.
+func (c *Client) MarkRead(ctx context.Context, id string, seq int64) (Session, error) {
+	var body any
+	if seq > 0 {
+		body = struct {
+			Seq int64 `json:"seq"`
+		}{seq}
+	}
+	var out Session
+	err := c.do(ctx, request{method: http.MethodPut, path: sessionPath(id) + "/read", body: body}, &out)
+	return out, err
+}
+
 // CloseSession closes a session and its children: no new runs; the
 // history stays readable until deleted (POST /sessions/{id}/close).
 func (c *Client) CloseSession(ctx context.Context, id, reason string) (Session, error) {

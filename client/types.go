@@ -65,9 +65,12 @@ const (
 
 // Session is a conversation with an agent.
 type Session struct {
-	ID          string            `json:"id"`
-	Agent       string            `json:"agent"`
-	Name        string            `json:"name"`
+	ID    string `json:"id"`
+	Agent string `json:"agent"`
+	Name  string `json:"name"`
+	// Title is what a list shows: set by a client or generated after the
+	// first run.
+	Title       string            `json:"title"`
 	Metadata    map[string]string `json:"metadata"`
 	State       string            `json:"state"`
 	ParentID    string            `json:"parent_id"`
@@ -76,11 +79,15 @@ type Session struct {
 	Tenant      string            `json:"tenant"`
 	ActiveRunID string            `json:"active_run_id"`
 	LastSeq     int64             `json:"last_seq"`
-	TTL         string            `json:"ttl"`
-	ExpiresAt   *time.Time        `json:"expires_at"`
-	Inherit     *Inherit          `json:"inherit"`
-	Overrides   *Overrides        `json:"overrides"`
-	ForkedFrom  *ForkedFrom       `json:"forked_from"`
+	// Unread counts the assistant messages after the caller's read
+	// cursor, ReadSeq (see Client.MarkRead).
+	Unread     int         `json:"unread"`
+	ReadSeq    int64       `json:"read_seq"`
+	TTL        string      `json:"ttl"`
+	ExpiresAt  *time.Time  `json:"expires_at"`
+	Inherit    *Inherit    `json:"inherit"`
+	Overrides  *Overrides  `json:"overrides"`
+	ForkedFrom *ForkedFrom `json:"forked_from"`
 	// PermissionMode is how its calls that need approval get it: ask,
 	// read_only_auto or auto.
 	PermissionMode string `json:"permission_mode"`

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,7 @@ var cliCommands = map[string]func(*cli, []string) error{
 	"watch":    (*cli).watch,
 	"approve":  (*cli).approve,
 	"inbox":    (*cli).inbox,
+	"read":     (*cli).read,
 }
 
 // cliIO is what a command reads and writes, passed in so tests can
@@ -220,9 +222,10 @@ func (c *cli) sessionList(args []string) error {
 		return c.printJSON(page)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0) // buffers: Flush reports a failed write
-	_, _ = fmt.Fprintln(tw, "ID\tAGENT\tSTATE\tUPDATED\tNAME")
+	_, _ = fmt.Fprintln(tw, "ID\tAGENT\tSTATE\tUPDATED\tUNREAD\tTITLE")
 	for _, s := range page.Data {
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.Agent, s.State, s.UpdatedAt.Local().Format(time.DateTime), s.Name)
+		title := cmp.Or(s.Title, s.Name)
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.Agent, s.State, s.UpdatedAt.Local().Format(time.DateTime), s.Unread, title)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -231,6 +234,25 @@ func (c *cli) sessionList(args []string) error {
 		c.note("more: --cursor", page.NextCursor)
 	}
 	return nil
+}
+
+// read handles "kerneld read SESSION [--seq SEQ]": it marks the session
+// read, up to SEQ or everything so far.
+func (c *cli) read(args []string) error {
+	seq := c.fs.Int64("seq", 0, "read up to this seq (default: everything so far)")
+	pos, err := c.parse(args, 1, "read SESSION [--seq SEQ]")
+	if err != nil {
+		return err
+	}
+	s, err := c.c.MarkRead(c.ctx, pos[0], *seq)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(s)
+	}
+	_, err = fmt.Fprintf(c.stdout, "%s read up to seq %d of %d, %d unread\n", s.ID, s.ReadSeq, s.LastSeq, s.Unread)
+	return err
 }
 
 // approve handles "kerneld approve SESSION RUN CALL [--deny reason]".

@@ -23,6 +23,7 @@ const cliCommandsHelp = `  agents                          list the agents
                                   approve (or deny) a tool call; --always
                                   approves the tool for the rest of the session
   inbox [--agent A]               the approvals waiting across your sessions
+  read SESSION [--seq SEQ]        mark a session read (up to SEQ, default all)
   version                         print the version
 `
 

@@ -50,6 +50,7 @@ func (s *Server) routes() chi.Router {
 			r.Get("/sessions/{id}", s.handle(s.handleSessionGet))
 			r.Patch("/sessions/{id}", s.handle(s.handleSessionUpdate))
 			r.Delete("/sessions/{id}", s.handle(s.handleSessionDelete))
+			r.Put("/sessions/{id}/read", s.handle(s.handleSessionRead))
 			r.Post("/sessions/{id}/close", s.handle(s.handleSessionClose))
 			r.Post("/sessions/{id}/fork", s.handle(s.handleSessionFork))
 			r.Post("/sessions/{id}/runs/{run_id}/regenerate", s.handle(s.handleRunRegenerate))

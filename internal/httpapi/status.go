@@ -13,9 +13,21 @@ func (s *Server) writeSessions(w http.ResponseWriter, r *http.Request, p kernel.
 	if err != nil {
 		return err
 	}
-	out := toList(p, toSessionResponse)
+	reader := readerFrom(r)
+	out := toList(p, func(s session.Session) sessionResponse { return toSessionResponse(s, reader) })
 	for i := range out.Data {
 		out.Data[i].Status = statuses[i]
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// writeSession writes sess as the caller sees it, with the status the
+// kernel derives.
+func (s *Server) writeSession(w http.ResponseWriter, r *http.Request, sess session.Session) error {
+	out := toSessionResponse(sess, readerFrom(r))
+	var err error
+	if out.Status, err = s.kernel.SessionStatus(r.Context(), sess); err != nil {
+		return err
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

@@ -59,6 +59,7 @@ func (k *Kernel) drive(h *held) {
 		case <-h.wake:
 			k.control(h)
 		case <-tick:
+			h.wakes.Add(1) // a signal may have been lost: what the driver knows may be out of date
 			k.control(h)
 		case <-h.ctx.Done():
 			ar.cancel(context.Cause(h.ctx))
@@ -72,14 +73,16 @@ func (k *Kernel) drive(h *held) {
 // whether one started. Queued runs that can no longer start (their session
 // was closed, their agent is gone) are ended on the way.
 func (k *Kernel) startNext(h *held) bool {
-	if h.ctx.Err() != nil || k.checkOpen() != nil {
+	if h.ctx.Err() != nil || k.checkOpen() != nil || h.queueEmpty() {
 		return false
 	}
+	wakes := h.wakes.Load()
 	queue, err := k.queue(h.ctx, h.id)
 	if err != nil {
 		k.log.Error("read queue", "session", h.id, "err", err)
 		return false
 	}
+	h.sawQueue(wakes, len(queue))
 	for _, run := range queue {
 		if k.startQueued(h, run) {
 			return true
@@ -135,7 +138,9 @@ func (k *Kernel) control(h *held) {
 		}
 		k.forwardDecisions(h, ar, run.Decisions)
 	}
+	wakes := h.wakes.Load()
 	if queue, err := k.queue(ctx, h.id); err == nil {
+		h.sawQueue(wakes, len(queue))
 		k.takeQueue(h, ar, queue)
 	}
 }

@@ -48,6 +48,13 @@ type RunRequest struct {
 	ID string
 	// AGUI holds what an AG-UI client adds to a run; see session.RunExt.
 	AGUI AGUIRun
+	// Source says what posted the run when no client did
+	// (session.RunSourceSchedule); "" for a client.
+	Source string
+	// background marks a background child's run (spawn_agent wait:
+	// false); childResult the parent's run that hears how one ended.
+	background  bool
+	childResult *session.ChildResult
 }
 
 // AGUIRun is what an AG-UI RunAgentInput adds to a run.

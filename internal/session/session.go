@@ -123,6 +123,10 @@ type SessionExt struct {
 	// ReadCursors hold, per reader, the seq up to which the reader has
 	// read the session's log (see Unread).
 	ReadCursors map[string]int64 `json:"read_cursors,omitempty"`
+	// Replies are the seqs at which the session's latest assistant
+	// messages (MaxReplies of them) were logged, oldest first: a reader's
+	// unread count is how many lie past its cursor.
+	Replies []int64 `json:"replies,omitempty"`
 	// Webhooks are receivers the client named at creation for this
 	// session's events, beside the operator's and the agent's.
 	Webhooks []Webhook `json:"webhooks,omitempty"`
@@ -138,6 +142,14 @@ type SessionExt struct {
 	// Imported marks a session that kerneld import wrote (see
 	// internal/transfer); nil for one created here.
 	Imported *ImportMark `json:"imported,omitempty"`
+	// SpawnKey names the spawn_agent call that created this child session
+	// (its parent's run and the call's id), so that a continued run that
+	// makes the call again finds this child rather than start another.
+	SpawnKey string `json:"spawn_key,omitempty"`
+	// Agents are the other agents that may take turns on this session's
+	// conversation (POST /sessions/{id}/run with agent), within what the
+	// agents' own files allow.
+	Agents []string `json:"agents,omitempty"`
 }
 
 // Webhook is a receiver of a session's events: its URL and the event
@@ -216,7 +228,9 @@ func (s Session) Clone() Session {
 	s.Overrides = s.Overrides.Clone()
 	s.Grants = slices.Clone(s.Grants)
 	s.ReadCursors = maps.Clone(s.ReadCursors)
+	s.Replies = slices.Clone(s.Replies)
 	s.Webhooks = slices.Clone(s.Webhooks) // their Events are never changed in place
+	s.Agents = slices.Clone(s.Agents)
 	if s.Compaction != nil {
 		c := *s.Compaction
 		s.Compaction = &c

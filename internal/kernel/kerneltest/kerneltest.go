@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -162,6 +163,8 @@ type Options struct {
 	// Images keeps the images of inputs; nil keeps them in Store when it
 	// can (images.Store), as kerneld does.
 	Images *images.Library
+	// Logger receives the kernel's logs; nil drops them.
+	Logger *slog.Logger
 }
 
 // Kernel is a test kernel with the pieces a test may want to reach.
@@ -192,6 +195,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 		Agents: registry, Tools: reg, Store: opts.Store, Observers: opts.Observers,
 		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention, Replication: opts.Replication,
 		Quotas: opts.Quotas, StallAfter: opts.StallAfter, Feed: opts.Feed, Titles: opts.Titles, Images: opts.Images,
+		Logger: opts.Logger,
 	})
 	if err != nil {
 		tb.Fatalf("new kernel: %v", err)

@@ -209,6 +209,40 @@ func (k *Kernel) stopHere(sessionID, runID string, cause error) {
 	}
 }
 
+// interruptHere stops the active run when this replica runs session
+// sessionID, for by, a run just queued to interrupt it; its driver would
+// too, a moment later, when told. by is remembered until it starts: a
+// run the driver picked to start before by was queued, and starts only
+// now, is interrupted as it starts, not let run to its end.
+func (k *Kernel) interruptHere(sessionID string, by session.Run) {
+	h := k.owner.get(sessionID)
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.interrupter = &by
+	ar := h.active
+	h.mu.Unlock()
+	if ar != nil {
+		ar.cancel(errInterrupted)
+	}
+}
+
+// interruptedAtStart reports whether run, starting now, was posted before
+// the run queued to interrupt the session's run, and forgets that run if
+// it is the one starting or ending. Call with h.mu held.
+func (h *held) interruptedAtStart(run session.Run) bool {
+	by := h.interrupter
+	switch {
+	case by == nil:
+		return false
+	case by.ID == run.ID:
+		h.interrupter = nil
+		return false
+	}
+	return run.CreatedAt.Before(by.CreatedAt) || (run.CreatedAt.Equal(by.CreatedAt) && run.ID < by.ID)
+}
+
 // steerHere hands steer to the active run at once when this replica runs
 // session sessionID, so that a steer posted while a tool runs joins that
 // run's next model call for sure; its driver would hand it over too, a

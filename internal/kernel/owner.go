@@ -71,6 +71,11 @@ type held struct {
 	active  *activeRun      // the run executing now, if any
 	known   map[string]bool // queued runs the driver has seen and announced
 	leaving bool            // the driver is releasing the lease: take it anew
+	// interrupter is the latest run posted here to interrupt the session's
+	// run, until it starts or ends: a run posted before it that the
+	// driver starts meanwhile (picked before the interrupter was queued)
+	// is interrupted as it starts. See interruptHere.
+	interrupter *session.Run
 }
 
 func newOwner(k *Kernel) *owner {

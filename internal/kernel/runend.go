@@ -260,6 +260,9 @@ func endingOf(ev *session.Event) ending {
 // announced (run.cancelled, run.failed) ahead of the record, as a started
 // run's is ahead of its terminal event (see announceEvents).
 func (k *Kernel) endQueued(h *held, run session.Run, state session.RunState, runErr *session.RunError) {
+	h.mu.Lock()
+	h.interruptedAtStart(run) // an interrupter that never starts interrupts nothing more
+	h.mu.Unlock()
 	ctx := context.WithoutCancel(h.ctx)
 	announced := false
 	err := k.updateRun(ctx, &run, func(r *session.Run) error {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/agents"
@@ -243,10 +244,11 @@ func (k *Kernel) markSessionRunning(s *session.Session, spec agents.Spec, r sess
 	titledEvs, askTitle := k.titleAtStart(s, spec, r)
 	s.ActiveRunID = r.ID
 	s.ExpiresAt = time.Time{} // a busy session does not expire; its TTL restarts when it is free
+	state := unsentState(s, r)
 	if r.AgentState != nil {
 		s.AgentState = r.AgentState
 	}
-	return append(changed, titledEvs...), askTitle, len(titledEvs) > 0, nil
+	return slices.Concat(changed, state, titledEvs), askTitle, len(titledEvs) > 0, nil
 }
 
 // startMessages returns what run r adds to the history as it starts: the
@@ -293,7 +295,11 @@ func (k *Kernel) launch(h *held, ar *activeRun, spec agents.Spec, admitted bool)
 	ar.events = newEventWriter(k, ar, h, ar.logged, writerPolicy{prompt: true, mergeDeltas: spec.Stream.MergeDeltas})
 	h.mu.Lock()
 	h.active = ar
+	interrupted := h.interruptedAtStart(ar.run)
 	h.mu.Unlock()
+	if interrupted {
+		ar.cancel(errInterrupted) // it starts, to keep its input, and stops at once
+	}
 	if k.checkOpen() != nil {
 		ar.stopForShutdown() // Drain may have looked before h had this run
 	}

@@ -46,6 +46,7 @@ func (k *Kernel) newRun(sessionID string, req RunRequest, state session.RunState
 	run.Overrides, run.Kind = req.Overrides.Clone(), req.kind
 	run.TraceParent = req.traceParent
 	run.Source, run.Background, run.ChildResult = req.Source, req.background, req.childResult
+	run.Agent = req.Agent
 	if run.ChildResult != nil {
 		run.Source = session.RunSourceChildResult
 	}
@@ -96,7 +97,7 @@ func (k *Kernel) startQueued(h *held, run session.Run) bool {
 		k.endQueued(h, run, session.RunCancelled, nil)
 		return false
 	}
-	spec, err := k.runnableAgent(s.Agent)
+	spec, err := k.specOf(s, run)
 	if err != nil {
 		k.endQueued(h, run, session.RunFailed, &session.RunError{Code: session.ErrorCodeInternal, Message: err.Error()})
 		return false
@@ -204,6 +205,9 @@ func startEvents(r session.Run, inputID string) []session.Event {
 	evs := []session.Event{session.RunStarted(r.SessionID, r.ID)}
 	if r.Model != "" {
 		evs[0] = evs[0].WithMeta("model", r.Model)
+	}
+	if r.Agent != "" {
+		evs[0] = evs[0].WithMeta("agent", r.Agent)
 	}
 	if r.AgentState != nil {
 		evs = append(evs, session.StateSnapshot(r.AgentState))

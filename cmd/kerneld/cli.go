@@ -211,8 +211,12 @@ func (c *cli) sessionList(args []string) error {
 	c.fs.StringVar(&opts.State, "state", "", "only sessions in this state")
 	c.fs.IntVar(&opts.Limit, "limit", 0, "at most this many sessions")
 	c.fs.StringVar(&opts.Cursor, "cursor", "", "the page after this cursor")
-	if _, err := c.parse(args, 0, "sessions ls [--agent A] [--state S] [--limit N] [--cursor C]"); err != nil {
+	watch := c.fs.Bool("watch", false, "print the sessions, then each change to them as it happens")
+	if _, err := c.parse(args, 0, "sessions ls [--agent A] [--state S] [--limit N] [--cursor C] [--watch]"); err != nil {
 		return err
+	}
+	if *watch {
+		return c.watchSessions(opts.Agent)
 	}
 	page, err := c.c.ListSessions(c.ctx, opts)
 	if err != nil {

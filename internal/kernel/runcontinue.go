@@ -128,6 +128,9 @@ const (
 )
 
 func (k *Kernel) continueLeftOnce(ctx context.Context, h *held) error {
+	if h.nothingLeft.Load() {
+		return nil // startNew started the session's only unfinished run
+	}
 	runs, err := k.store.ListRuns(ctx, h.id, session.RunQuery{
 		States: []session.RunState{session.RunRunning, session.RunWaitingInput}})
 	if err != nil {
@@ -212,14 +215,25 @@ func (k *Kernel) takeUp(ctx context.Context, h *held, run session.Run, reason st
 			"the run was interrupted: kerneld stopped under it %d times, more than its agent's max_resumes (%d)",
 			run.Crashes+1, spec.MaxResumes))
 	}
-	// The resume is counted before anything is logged: a process that dies
-	// while continuing the run counts against max_resumes too.
-	if err := k.countResume(ctx, &run, crash, rp.startSeq); err != nil {
-		return err
+	// A crash is counted before anything is logged: a process that dies
+	// while continuing the run counts against max_resumes too. Any other
+	// resume is counted once its continuation is logged: a store that
+	// takes small updates but no appends (a disk nearly full) must not
+	// count a resume for every attempt that could not log one.
+	if crash {
+		if err := k.countResume(ctx, &run, crash, rp.startSeq); err != nil {
+			return err
+		}
 	}
 	ar, err := k.logContinuation(ctx, h, s, spec, run, rp, reason)
 	if err != nil {
 		return err
+	}
+	if !crash {
+		if err := k.countResume(ctx, &run, crash, rp.startSeq); err != nil {
+			return err
+		}
+		ar.run.Resumes, ar.run.Handoff = run.Resumes, run.Handoff
 	}
 	if err := k.markContinued(ctx, h, run); err != nil {
 		return err

@@ -269,7 +269,7 @@ func (k *Kernel) post(ctx context.Context, s session.Session, req RunRequest, if
 	case BusySteer:
 		k.steerHere(s.ID, run)
 	case BusyInterrupt:
-		k.stopHere(s.ID, "", errInterrupted)
+		k.interruptHere(s.ID, run)
 	}
 	if err := k.ensureLocked(ctx, s.ID); err != nil {
 		k.log.Warn("tell the session's owner", "session", s.ID, "err", err) // the take-over scan finds it

@@ -28,12 +28,14 @@ import (
 	"time"
 
 	"github.com/kerneld/kerneld/api"
+	"github.com/kerneld/kerneld/internal/feed"
 	"github.com/kerneld/kerneld/internal/httpapi"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/llm"
 	"github.com/kerneld/kerneld/internal/llm/openai"
 	"github.com/kerneld/kerneld/internal/session"
+	"github.com/kerneld/kerneld/internal/store/memory"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/console.png")
@@ -156,13 +158,22 @@ type kerneld struct {
 func startKerneld(t *testing.T, opts httpapi.Options, observers ...kernel.Observer) *kerneld {
 	t.Helper()
 	streams := httpapi.NewStreams(nil, httpapi.StreamOptions{})
+	store := memory.New()
+	sessionFeed := feed.New(feed.Options{Log: store})
 	k := kerneltest.New(t, kerneltest.Options{
 		Agents: []string{echoAgent, pacedAgent, gatedAgent, waiterAgent, delegatorAgent, failingAgent,
 			unavailableAgent},
-		Observers: append([]kernel.Observer{streams}, observers...), // streams first: the others come after the page heard
+		// streams first: the others come after the page heard
+		Observers: append([]kernel.Observer{streams, sessionFeed}, observers...),
 		Providers: map[string]llm.Factory{"openai": openai.New},
+		Store:     store,
+		Feed:      sessionFeed,
+		Titles:    kernel.Titles{Enabled: true, Generate: true}, // as kerneld's defaults: scripted agents get the first words
 	})
+	sessionFeed.Start(k.FeedSummary)
+	t.Cleanup(func() { _ = sessionFeed.Close(context.Background()) }) // before the kernel closes
 	opts.OpenAPI = api.OpenAPI
+	opts.Feed = sessionFeed
 	srv := httpapi.New(k.Kernel, streams, opts)
 	ts := httptest.NewUnstartedServer(srv)
 	ts.Config.RegisterOnShutdown(srv.CloseStreams)
@@ -246,6 +257,8 @@ type result struct {
 	ForeignRequests []string `json:"foreignRequests"`
 	PageErrors      []string `json:"pageErrors"`
 	Streams         []string `json:"streams"` // the query of each event stream request
+	// Raw is the whole result, for a scenario that reports more.
+	Raw json.RawMessage `json:"-"`
 }
 
 // play runs scenario in a fresh browser profile against k and returns
@@ -287,6 +300,7 @@ func (b browser) playSteps(t *testing.T, k *kerneld, scenario string, onStep fun
 			if err := json.Unmarshal([]byte(body), &res); err != nil {
 				t.Errorf("console.mjs %s: decode result: %v\n%s", scenario, err, body)
 			}
+			res.Raw = json.RawMessage(body)
 			found = true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -158,6 +159,8 @@ type Options struct {
 	// Feed records the sessions' changes; Titles titles them.
 	Feed   kernel.FeedSink
 	Titles kernel.Titles
+	// Logger receives the kernel's logs; nil drops them.
+	Logger *slog.Logger
 }
 
 // Kernel is a test kernel with the pieces a test may want to reach.
@@ -183,6 +186,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 		Agents: registry, Tools: reg, Store: opts.Store, Observers: opts.Observers,
 		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention, Replication: opts.Replication,
 		Quotas: opts.Quotas, StallAfter: opts.StallAfter, Feed: opts.Feed, Titles: opts.Titles,
+		Logger: opts.Logger,
 	})
 	if err != nil {
 		tb.Fatalf("new kernel: %v", err)

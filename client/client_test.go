@@ -727,3 +727,18 @@ func TestMarkRead(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, all.Unread)
 }
+
+func TestState(t *testing.T) {
+	c, _ := newClient(t, httpapitest.Options{})
+	ctx := t.Context()
+	s, err := c.CreateSession(ctx, client.CreateSessionRequest{Agent: "echo"})
+	require.NoError(t, err)
+	got, err := c.GetState(ctx, s.ID)
+	require.NoError(t, err)
+	assert.JSONEq(t, `null`, string(got))
+	_, err = c.PutState(ctx, s.ID, map[string]any{"step": 1})
+	require.NoError(t, err)
+	got, err = c.GetState(ctx, s.ID)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"step":1}`, string(got))
+}

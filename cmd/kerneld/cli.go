@@ -29,6 +29,7 @@ var cliCommands = map[string]func(*cli, []string) error{
 	"approve":  (*cli).approve,
 	"inbox":    (*cli).inbox,
 	"read":     (*cli).read,
+	"state":    (*cli).state,
 }
 
 // cliIO is what a command reads and writes, passed in so tests can
@@ -257,6 +258,29 @@ func (c *cli) read(args []string) error {
 	}
 	_, err = fmt.Fprintf(c.stdout, "%s read up to seq %d of %d, %d unread\n", s.ID, s.ReadSeq, s.LastSeq, s.Unread)
 	return err
+}
+
+// state handles "kerneld state SESSION [--set JSON]": it prints the
+// session's app state, after replacing it with --set.
+func (c *cli) state(args []string) error {
+	set := c.fs.String("set", "", "replace the state with this JSON value")
+	pos, err := c.parse(args, 1, "state SESSION [--set JSON]")
+	if err != nil {
+		return err
+	}
+	var state json.RawMessage
+	if isFlagSet(c.fs, "set") {
+		if !json.Valid([]byte(*set)) {
+			return fmt.Errorf("--set: %q is not a JSON value", *set)
+		}
+		state, err = c.c.PutState(c.ctx, pos[0], json.RawMessage(*set))
+	} else {
+		state, err = c.c.GetState(c.ctx, pos[0])
+	}
+	if err != nil {
+		return err
+	}
+	return c.printJSON(state)
 }
 
 // approve handles "kerneld approve SESSION RUN CALL [--deny reason]".

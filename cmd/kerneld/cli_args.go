@@ -26,6 +26,7 @@ const cliCommandsHelp = `  agents                          list the agents
                                   approves the tool for the rest of the session
   inbox [--agent A]               the approvals waiting across your sessions
   read SESSION [--seq SEQ]        mark a session read (up to SEQ, default all)
+  state SESSION [--set JSON]      print (or replace) a session's app state
   version                         print the version
 `
 

@@ -284,6 +284,12 @@ func TestCLI_AgentsSessionsWatch(t *testing.T) {
 	out, err = cliOutput(t, srv.URL, "read", s.ID)
 	require.NoError(t, err)
 	assert.Regexp(t, `^`+s.ID+` read up to seq (\d+) of \d+, 0 unread\n$`, out)
+	out, err = cliOutput(t, srv.URL, "state", s.ID, "--set", `{"step":1}`)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"step":1}`, out)
+	out, err = cliOutput(t, srv.URL, "state", s.ID)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"step":1}`, out)
 
 	out, err = cliOutput(t, srv.URL, "sessions", "rm", s.ID)
 	require.NoError(t, err)

@@ -51,6 +51,8 @@ func (s *Server) routes() chi.Router {
 			r.Patch("/sessions/{id}", s.handle(s.handleSessionUpdate))
 			r.Delete("/sessions/{id}", s.handle(s.handleSessionDelete))
 			r.Put("/sessions/{id}/read", s.handle(s.handleSessionRead))
+			r.Get("/sessions/{id}/state", s.handle(s.handleStateGet))
+			r.Put("/sessions/{id}/state", s.handle(s.handleStatePut))
 			r.Post("/sessions/{id}/close", s.handle(s.handleSessionClose))
 			r.Post("/sessions/{id}/fork", s.handle(s.handleSessionFork))
 			r.Post("/sessions/{id}/runs/{run_id}/regenerate", s.handle(s.handleRunRegenerate))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/agents"
@@ -243,10 +244,11 @@ func (k *Kernel) markSessionRunning(s *session.Session, spec agents.Spec, r sess
 	titledEvs, askTitle := k.titleAtStart(s, spec, r)
 	s.ActiveRunID = r.ID
 	s.ExpiresAt = time.Time{} // a busy session does not expire; its TTL restarts when it is free
+	state := unsentState(s, r)
 	if r.AgentState != nil {
 		s.AgentState = r.AgentState
 	}
-	return append(changed, titledEvs...), askTitle, len(titledEvs) > 0, nil
+	return slices.Concat(changed, state, titledEvs), askTitle, len(titledEvs) > 0, nil
 }
 
 // startMessages returns what run r adds to the history as it starts: the

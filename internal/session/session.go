@@ -105,6 +105,9 @@ type SessionExt struct {
 	ClosedReason string `json:"closed_reason,omitempty"`
 	// AgentState is the session's AG-UI state, a JSON value.
 	AgentState json.RawMessage `json:"agent_state,omitempty"`
+	// StateUnsent says a client wrote AgentState over REST since the
+	// session's last run started: the next run logs it as STATE_SNAPSHOT.
+	StateUnsent bool `json:"state_unsent,omitempty"`
 	// Overrides are the model settings chosen for the session's runs.
 	Overrides *Overrides `json:"overrides,omitempty"`
 	// Model is the model the session's latest run used: the next run that

@@ -71,6 +71,12 @@ async function dropConnections(page) {
   await page.waitForSelector(".stream-status.status-live");
 }
 
+// openInbox opens the inbox from the top bar and waits for n pending approvals.
+async function openInbox(page, n) {
+  await page.click("#inbox-link");
+  await page.waitForFunction((n) => document.querySelectorAll("#inbox-list .approval.pending").length === n, n);
+}
+
 // lines is n lines of text, for an answer taller than the screen.
 const lines = (n) => Array.from({ length: n }, (_, i) => `line ${i + 1} of ${n}`).join("\n");
 
@@ -145,12 +151,13 @@ function transcript(page) {
 }
 
 // sidebar lists the sessions the sidebar shows, each as
-// "title|status|badges" (badges: every badge's text, in order).
+// "title|status|badges" (badges: every badge's text, in order: unread,
+// status, waiting approvals).
 function sidebar(page) {
   return page.$$eval("#sessions a", (els) => els.map((a) => [
     a.querySelector(".title").textContent,
-    a.querySelector(".badges [class*='state-']").textContent,
-    [...a.querySelectorAll(".badges .badge")].map((b) => b.textContent).join(" "),
+    a.querySelector(".badge[class*='state-']").textContent,
+    [...a.querySelectorAll(".badge")].map((b) => b.textContent).join(" "),
   ].join("|")));
 }
 
@@ -162,7 +169,7 @@ function waitSidebar(page, n, want) {
   return page.waitForFunction(([n, want]) => {
     const rows = [...document.querySelectorAll("#sessions a")];
     return rows.length === n && rows.every((a) => {
-      const status = a.querySelector(".badges [class*='state-']").textContent;
+      const status = a.querySelector(".badge[class*='state-']").textContent;
       const pending = a.querySelector(".pending-badge");
       const unread = a.querySelector(".unread-badge");
       if (want === "idle") return status === "idle" && !pending && unread && unread.textContent === "2";
@@ -256,27 +263,46 @@ const scenarios = {
   // screen; at 390 px the conversation scrolls by itself, follows the
   // answer, and the message box stays on screen.
   async layout(page) {
+    const shot = (name) => process.env.SHOTS && page.screenshot({ path: `${process.env.SHOTS}/${name}.png` });
     await page.setViewportSize({ width: 1280, height: 800 });
     await page.waitForSelector("#agent-select option", { state: "attached" });
+    await page.waitForSelector("#sessions .pending-badge"); // the test's run waits for approvals
     const wide = { home: await measure(page) };
     await newSession(page, "echo");
     await send(page, lines(40));
     await waitIdle(page, "completed");
     wide.session = await measure(page);
-    if (process.env.SHOTS) await page.screenshot({ path: `${process.env.SHOTS}/console-1280.png` });
+    await shot("console-1280");
+    await page.click("#settings-toggle");
+    await page.waitForSelector("#settings:not([hidden]) #permission-mode option", { state: "attached" });
+    wide.settings = await measure(page);
+    await shot("console-1280-settings");
+    await openInbox(page, 2);
+    wide.inbox = await measure(page);
+    await shot("console-1280-inbox");
     await page.setViewportSize({ width: 390, height: 844 });
     await page.goto(`${base}/`);
     await page.waitForSelector("#agent-select option", { state: "attached" });
+    await page.waitForSelector("#sessions .pending-badge");
     const narrow = { home: await measure(page) };
-    if (process.env.SHOTS) await page.screenshot({ path: `${process.env.SHOTS}/console-390-list.png` });
+    await shot("console-390-list");
+    await openInbox(page, 2);
+    narrow.inbox = await measure(page);
+    await shot("console-390-inbox");
+    await page.goto(`${base}/`);
+    await page.waitForSelector("#agent-select option", { state: "attached" });
     await newSession(page, "paced");
     await send(page, lines(30));
     await page.click(".approval.pending button.approve");
     await waitWords(page, 25); // mid-answer, the box long past full
     narrow.streaming = await measure(page);
-    if (process.env.SHOTS) await page.screenshot({ path: `${process.env.SHOTS}/console-390.png` });
+    await shot("console-390");
     await waitIdle(page, "completed");
     narrow.session = await measure(page);
+    await page.click("#settings-toggle");
+    await page.waitForSelector("#settings:not([hidden]) #permission-mode option", { state: "attached" });
+    narrow.settings = await measure(page);
+    await shot("console-390-settings");
     return { wide, narrow };
   },
 

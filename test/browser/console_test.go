@@ -240,7 +240,7 @@ type result struct {
 	Next         controls `json:"next"`
 	Deleted      controls `json:"deleted"`
 	Wide, Narrow struct {
-		Home, Session, Streaming measures
+		Home, Session, Streaming, Settings, Inbox measures
 	}
 	Listed          []string `json:"listed"`
 	Transcript      []item   `json:"transcript"`
@@ -441,7 +441,8 @@ func TestConsole_Lifecycle(t *testing.T) {
 }
 
 // TestConsole_Layout: at 1280 and at 390 px no control is clipped and
-// nothing scrolls sideways; at 1280 the sessions list starts on the first
+// nothing scrolls sideways, in the sidebar (with approval and unread
+// badges), a session, its settings and the inbox; at 1280 the sessions list starts on the first
 // screen; at 390 the conversation scrolls in its own box, follows the
 // answer, and the message box stays on screen. KERNELD_SCREENSHOTS=DIR
 // keeps the pictures taken at both widths.
@@ -449,6 +450,7 @@ func TestConsole_Layout(t *testing.T) {
 	b := needBrowser(t)
 	k := startKerneld(t, httpapi.Options{})
 	seedSessions(t, k, "A session whose name is far too long for the sidebar of the console to show in full")
+	startRun(t, k, "gated", "A run that waits for two approvals, with a title longer than the sidebar")
 	shots := os.Getenv("KERNELD_SCREENSHOTS")
 	if shots == "" {
 		shots = t.TempDir()
@@ -457,7 +459,9 @@ func TestConsole_Layout(t *testing.T) {
 
 	for name, m := range map[string]measures{
 		"1280 px, no session": res.Wide.Home, "1280 px, a session": res.Wide.Session,
+		"1280 px, settings": res.Wide.Settings, "1280 px, inbox": res.Wide.Inbox,
 		"390 px, the list": res.Narrow.Home, "390 px, answering": res.Narrow.Streaming, "390 px, answered": res.Narrow.Session,
+		"390 px, settings": res.Narrow.Settings, "390 px, inbox": res.Narrow.Inbox,
 	} {
 		for _, p := range m.Problems {
 			t.Errorf("%s: %s", name, p)

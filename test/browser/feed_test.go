@@ -96,8 +96,8 @@ func TestConsole_SidebarFeed(t *testing.T) {
 	// runs interleave: compare the rows, sorted.
 	sorted := func(rows []string) []string { return slices.Sorted(slices.Values(rows)) }
 	wantWaiting := []string{
-		"Plan the trip to Lisbon|waiting_input|2 to approve 1 waiting_input",
-		"Sort the release notes|waiting_input|2 to approve 1 waiting_input",
+		"Plan the trip to Lisbon|waiting_input|1 waiting_input 2 to approve",
+		"Sort the release notes|waiting_input|1 waiting_input 2 to approve",
 	}
 	equal(t, "sidebar while the runs wait", sorted(res.Waiting), wantWaiting)
 	equal(t, "the other tab's sidebar while the runs wait", sorted(res.OtherWaiting), wantWaiting)

@@ -228,11 +228,11 @@ function sessionItem(s) {
   return h("li", {},
     h("a", { href: `#/s/${encodeURIComponent(s.id)}`, "data-id": s.id, title: s.id, class: unread ? "has-unread" : null },
       h("span", { class: "title" }, displayTitle(s)),
-      h("span", { class: "badges" },
+      unread ? h("span", { class: "badge unread-badge", title: `${unread} unread` }, String(unread)) : h("span"),
+      h("span", { class: "sub" },
+        h("span", { class: `badge state-${s.status}` }, s.status),
         pending ? h("span", { class: "badge pending-badge", title: `${pending} waiting for your approval` }, `${pending} to approve`) : "",
-        unread ? h("span", { class: "badge unread-badge", title: `${unread} unread` }, String(unread)) : "",
-        h("span", { class: `badge state-${s.status}` }, s.status)),
-      h("span", { class: "meta" }, `${s.agent} · ${shortID(s.id)} · ${when(s.updated_at)}`)));
+        h("span", { class: "meta" }, `${s.agent} · ${shortID(s.id)} · ${when(s.updated_at)}`))));
 }
 
 export function markCurrent() {

@@ -161,6 +161,8 @@ type Options struct {
 	Titles kernel.Titles
 	// Logger receives the kernel's logs; nil drops them.
 	Logger *slog.Logger
+	// Guards answers for the agents' guards; nil asks none.
+	Guards kernel.Guards
 }
 
 // Kernel is a test kernel with the pieces a test may want to reach.
@@ -186,7 +188,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 		Agents: registry, Tools: reg, Store: opts.Store, Observers: opts.Observers,
 		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention, Replication: opts.Replication,
 		Quotas: opts.Quotas, StallAfter: opts.StallAfter, Feed: opts.Feed, Titles: opts.Titles,
-		Logger: opts.Logger,
+		Logger: opts.Logger, Guards: opts.Guards,
 	})
 	if err != nil {
 		tb.Fatalf("new kernel: %v", err)

@@ -129,8 +129,10 @@ type sessionResponse struct {
 	LastSeq     int64             `json:"last_seq"`
 	// Unread counts the assistant messages after the caller's read
 	// cursor, ReadSeq (PUT /sessions/{id}/read).
-	Unread       int                 `json:"unread"`
-	ReadSeq      int64               `json:"read_seq"`
+	Unread  int   `json:"unread"`
+	ReadSeq int64 `json:"read_seq"`
+	// QueuedRuns counts the runs waiting to start.
+	QueuedRuns   int                 `json:"queued_runs"`
 	TTL          *string             `json:"ttl"`
 	ExpiresAt    *time.Time          `json:"expires_at"`
 	Inherit      *inheritBody        `json:"inherit"`
@@ -269,7 +271,7 @@ func (s *Server) handleSessionUpdate(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toSessionResponse(sess, readerFrom(r)))
+	return s.writeSession(w, r, sess)
 }
 
 // handleSessionDelete handles "DELETE /sessions/{id}".

@@ -61,6 +61,7 @@ function openSession(id) {
   $("session-problem").hidden = true;
   $("session-title").textContent = shortID(id);
   $("session-state").textContent = "";
+  $("session-queued").textContent = "";
   $("session-parent").replaceChildren();
   // endedRuns are the runs whose end the stream delivered: a session read
   // afterwards that still names one as active was read before its end was
@@ -146,12 +147,13 @@ function markReadSoon(s, seq) {
 }
 
 // changesSessionState reports whether ev moves the session to another
-// state (running, waiting_input, completed, ...), which the header shows.
+// state (running, waiting_input, completed, ...) or queues a run, which
+// the header shows.
 // The run a snapshot comes in is no run of the session.
 function changesSessionState(ev) {
   if (snapshotRun(ev)) return false;
   return ev.type === "RUN_STARTED" || ev.type === "RUN_FINISHED" || ev.type === "RUN_ERROR" ||
-    (ev.type === "CUSTOM" && ev.name.startsWith("kerneld.approval."));
+    (ev.type === "CUSTOM" && (ev.name.startsWith("kerneld.approval.") || ev.name === "kerneld.run.queued"));
 }
 
 // kerneldRun is the run of the session an event belongs to.
@@ -206,6 +208,8 @@ async function refreshSession() {
   const badge = $("session-state");
   badge.textContent = session.state;
   badge.className = `badge state-${session.state}`;
+  const queued = session.queued_runs || 0; // a kerneld that counts them
+  $("session-queued").textContent = queued ? `${queued} queued` : "";
   fillSettings(session);
   if (session.last_seq > s.readSeq) markReadSoon(s, session.last_seq);
   $("session-parent").replaceChildren(

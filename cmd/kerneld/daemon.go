@@ -260,6 +260,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		d.feed = feed.New(feed.Options{Log: log, Logger: d.log.With("system", "feed")})
 		observers, feedSink = append(observers, d.feed), d.feed
 	}
+	imgs := newImages(cfg, db) // the kernel keeps and loads them; the API checks and serves them
 	d.kernel, err = kernel.New(kernel.Config{
 		Agents: d.registry, Tools: d.tools, Store: d.metrics.Store(db),
 		Limits: cfg.limits(), Retention: cfg.retention(), Replication: repl, Quotas: d.quotas,
@@ -272,6 +273,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		Observers:  observers,
 		Logger:     d.log.With("system", "kernel"),
 		MCP:        mcp.Options{Logger: d.log}, // it adds system=mcp
+		Images:     imgs,
 	})
 	if err == nil && d.repl != nil {
 		d.repl.start(d.kernel)
@@ -310,7 +312,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		MaxStreams: d.conns.maxStreams, MaxStreamsPerTenant: cfg.HTTP.MaxStreamsPerTenant, Feed: d.feed,
 		CORSOrigins: cfg.HTTP.CORSOrigins, Quotas: d.quotas, Metrics: metrics, OpenAPI: api.OpenAPI, Version: version,
 		Tracing: d.tracing, Webhooks: d.webhooks,
-		Images: newImages(cfg, db), MaxImageBodyBytes: cfg.Images.MaxRequestBytes, Schedules: d.schedules,
+		Images: imgs, MaxImageBodyBytes: cfg.Images.MaxRequestBytes, Schedules: d.schedules,
 	})
 	return nil
 }

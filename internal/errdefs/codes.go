@@ -34,7 +34,6 @@ const (
 	CodeImageNotFound                 Code = "image_not_found"
 	CodeImageQuotaExceeded            Code = "image_quota_exceeded"
 	CodeImagesNotKept                 Code = "images_not_kept"
-	CodeImagesNotSupported            Code = "images_not_supported"
 	CodeInternal                      Code = "internal"
 	CodeInterruptNotPending           Code = "interrupt_not_pending"
 	CodeInvalidImage                  Code = "invalid_image"
@@ -140,7 +139,6 @@ var Answered = []Code{
 	CodeImageNotFound,
 	CodeImageQuotaExceeded,
 	CodeImagesNotKept,
-	CodeImagesNotSupported,
 	CodeInternal,
 	CodeInterruptNotPending,
 	CodeInvalidImage,

@@ -103,17 +103,16 @@ func (s *Server) handleAGUIRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	field := fmt.Sprintf("messages[%d].content", input.index)
-	if imgs, err := s.readImages(input.images, field); err != nil {
+	imgs, err := s.readImages(input.images, field)
+	if err != nil {
 		return err
-	} else if len(imgs) > 0 {
-		return errImagesNotRun(field) // runs cannot carry them yet
 	}
 	clientTools, err := s.clientTools(r, in.tools, own)
 	if err != nil {
 		return err
 	}
 	run, _, err := s.kernel.Run(r.Context(), sess.ID, kernel.RunRequest{
-		Input: input.text, IfBusy: kernel.BusyPolicy(in.ifBusy), ID: in.runID,
+		Input: input.text, Images: imgs, IfBusy: kernel.BusyPolicy(in.ifBusy), ID: in.runID,
 		IdempotencyKey: "agui:" + in.runID, // a retry racing this request finds this run
 		AGUI: kernel.AGUIRun{UserMessageID: input.id, Context: in.context, AgentState: in.state,
 			ClientTools: clientTools, ToolResults: results},

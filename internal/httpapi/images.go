@@ -36,13 +36,6 @@ func (s *Server) readImages(parts []imagePart, field string) ([]images.Input, er
 	return ins, nil
 }
 
-// errImagesNotRun refuses input with images, checked and well-formed,
-// that runs cannot take yet: the model would never see them.
-func errImagesNotRun(field string) error {
-	return errdefs.New(errdefs.ErrUnprocessable, errdefs.CodeImagesNotSupported,
-		"%s carries images, which runs do not take yet; send its text alone", field)
-}
-
 type imageResponse struct {
 	Hash      string    `json:"hash"`
 	MediaType string    `json:"media_type"`

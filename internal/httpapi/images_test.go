@@ -35,31 +35,66 @@ func runBody(t *testing.T, parts ...map[string]any) string {
 }
 
 // TestRun_ContentParts: the run route takes the content parts of an AG-UI
-// user message. Text parts make the input; images, checked, are refused
-// as a whole while runs cannot take them; a wrong part is named.
+// user message. Text parts make the input; images, checked and kept, go
+// with it into the history the model reads; a wrong part is named.
 func TestRun_ContentParts(t *testing.T) {
-	ts := newServer(t, serverOptions{api: httpapi.Options{Images: images.New(nil, images.Limits{MaxBytes: 1000, MaxPerMessage: 2}, nil)}})
+	st := memory.New()
+	lib := images.New(st, images.Limits{MaxBytes: 1000, MaxPerMessage: 2}, nil)
+	ts := newServer(t, serverOptions{kernel: kerneltest.Options{Store: st}, api: httpapi.Options{Images: lib}})
 	id := ts.createSession(t, "echo")
 
 	run := ts.must(t, http.StatusAccepted, "POST", "/sessions/"+id+"/run", runBody(t, textPart("Hello, "), textPart("world")))
 	assert.Equal(t, "Hello, world", run["input"], "text parts are joined")
 	ts.waitRun(t, id, run["id"].(string))
 
-	for name, parts := range map[string][]map[string]any{
-		"AG-UI 1.0 data":   {textPart("What is this?"), imagePart("image/png", imagestest.PNG())},
-		"AG-UI 1.0 url":    {{"type": "image", "source": map[string]any{"type": "url", "value": "https://example.com/a.webp"}}},
-		"binary data":      {{"type": "binary", "mimeType": "image/gif", "data": imagestest.Base64(imagestest.GIF())}},
-		"binary url":       {{"type": "binary", "mimeType": "image/jpeg", "url": "https://example.com/a.jpg", "filename": "a.jpg"}},
-		"a data URL":       {{"type": "binary", "mimeType": "image/webp", "url": "data:image/webp;base64," + imagestest.Base64(imagestest.WebP())}},
-		"images, no text":  {imagePart("image/jpeg", imagestest.JPEG()), imagePart("image/webp", imagestest.WebP())},
-		"an id and a name": {{"type": "image", "id": "p1", "metadata": map[string]any{"k": 1}, "source": map[string]any{"type": "url", "value": "http://example.com/x"}}},
+	kept := func(data []byte, mt string) map[string]any {
+		h := session.ImageHash(data)
+		return map[string]any{"hash": h, "media_type": mt, "url": "/sessions/" + id + "/images/" + h}
+	}
+	for _, tt := range []struct {
+		name  string
+		parts []map[string]any
+		text  string
+		want  []map[string]any
+	}{
+		{"AG-UI 1.0 data", []map[string]any{textPart("What is this?"), imagePart("image/png", imagestest.PNG())},
+			"What is this?", []map[string]any{kept(imagestest.PNG(), "image/png")}},
+		{"AG-UI 1.0 url", []map[string]any{{"type": "image", "source": map[string]any{"type": "url", "value": "https://example.com/a.webp"}}},
+			"", []map[string]any{{"hash": nil, "media_type": nil, "url": "https://example.com/a.webp"}}},
+		{"binary data", []map[string]any{{"type": "binary", "mimeType": "image/gif", "data": imagestest.Base64(imagestest.GIF())}},
+			"", []map[string]any{kept(imagestest.GIF(), "image/gif")}},
+		{"binary url", []map[string]any{{"type": "binary", "mimeType": "image/jpeg", "url": "https://example.com/a.jpg", "filename": "a.jpg"}},
+			"", []map[string]any{{"hash": nil, "media_type": "image/jpeg", "url": "https://example.com/a.jpg"}}},
+		{"a data URL", []map[string]any{{"type": "binary", "mimeType": "image/webp", "url": "data:image/webp;base64," + imagestest.Base64(imagestest.WebP())}},
+			"", []map[string]any{kept(imagestest.WebP(), "image/webp")}},
+		{"images, no text", []map[string]any{imagePart("image/jpeg", imagestest.JPEG()), imagePart("image/png", imagestest.PNG())},
+			"", []map[string]any{kept(imagestest.JPEG(), "image/jpeg"), kept(imagestest.PNG(), "image/png")}},
 	} {
-		t.Run(name, func(t *testing.T) {
-			p := wantProblem(t, ts.do(t, "POST", "/sessions/"+id+"/run", runBody(t, parts...)),
-				http.StatusUnprocessableEntity, "images_not_supported")
-			assert.Contains(t, p["detail"], "input carries images")
+		t.Run(tt.name, func(t *testing.T) {
+			run := ts.must(t, http.StatusAccepted, "POST", "/sessions/"+id+"/run", runBody(t, tt.parts...))
+			assert.Equal(t, tt.text, run["input"])
+			ts.waitRun(t, id, run["id"].(string))
+			user := lastUserMessage(t, ts, id)
+			assert.Equal(t, tt.text, user["content"])
+			assert.JSONEq(t, string(mustJSON(t, tt.want)), string(mustJSON(t, user["images"])))
 		})
 	}
+	res := ts.do(t, "GET", "/sessions/"+id+"/images/"+session.ImageHash(imagestest.PNG()), "")
+	require.Equal(t, http.StatusOK, res.status)
+	assert.Equal(t, imagestest.PNG(), res.body, "kept once, served by hash")
+}
+
+// lastUserMessage returns the last user message of session id's history.
+func lastUserMessage(t *testing.T, ts *testServer, id string) map[string]any {
+	t.Helper()
+	msgs := ts.must(t, http.StatusOK, "GET", "/sessions/"+id+"/messages?limit=200", "")["data"].([]any)
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if m := msgs[i].(map[string]any); m["role"] == "user" {
+			return m
+		}
+	}
+	t.Fatal("no user message")
+	return nil
 }
 
 func TestRun_ContentPartsRefused(t *testing.T) {
@@ -102,40 +137,38 @@ func TestRun_ContentPartsRefused(t *testing.T) {
 }
 
 // TestOneCallRun_ContentParts: "POST /run" reads its input as the run
-// route does.
+// route does, images included.
 func TestOneCallRun_ContentParts(t *testing.T) {
 	ts := newServer(t, serverOptions{})
-	body := `{"agent":"echo","input":[{"type":"text","text":"hi"},` +
+	body := `{"agent":"echo","session_id":"one-img","input":[{"type":"text","text":"hi"},` +
 		`{"type":"binary","mimeType":"image/png","data":"` + imagestest.Base64(imagestest.PNG()) + `"}]}`
-	wantProblem(t, ts.do(t, "POST", "/run", body), http.StatusUnprocessableEntity, "images_not_supported")
-	run := ts.must(t, http.StatusAccepted, "POST", "/run", `{"agent":"echo","input":[{"type":"text","text":"hi"}]}`)
+	run := ts.must(t, http.StatusAccepted, "POST", "/run", body)
 	assert.Equal(t, "hi", run["input"])
+	ts.waitRun(t, "one-img", run["id"].(string))
+	user := lastUserMessage(t, ts, "one-img")
+	assert.Equal(t, session.ImageHash(imagestest.PNG()), user["images"].([]any)[0].(map[string]any)["hash"])
 }
 
-// TestAGUI_ImageParts: the AG-UI route reads the images of the new user
-// message, naming the part of any that is wrong, and refuses good ones
-// while runs cannot take them.
+// TestAGUI_ImageParts: the AG-UI route takes the images of the new user
+// message into the run, naming the part of any that is wrong.
 func TestAGUI_ImageParts(t *testing.T) {
 	ts := newServer(t, serverOptions{})
 	content := []map[string]any{textPart("What is this?"), imagePart("image/png", imagestest.PNG())}
 	msg := map[string]any{"id": "u1", "role": "user", "content": content}
-	p := wantProblem(t, ts.do(t, "POST", "/agents/echo/agui", aguiBody(t, "t-img", "r1", msg)),
-		http.StatusUnprocessableEntity, "images_not_supported")
-	assert.Contains(t, p["detail"], "messages[0].content carries images")
-
-	msg["content"] = []map[string]any{textPart("hi"), imagePart("image/gif", imagestest.PNG())}
-	p = wantProblem(t, ts.do(t, "POST", "/agents/echo/agui", aguiBody(t, "t-img", "r2", msg)), http.StatusBadRequest, "invalid_request")
-	assert.Contains(t, p["errors"].(map[string]any)["messages[0].content[1]"], "says image/gif but its bytes are image/png")
-
-	msg["content"] = []map[string]any{textPart("hi"), {"type": "video", "source": map[string]any{"type": "url", "value": "https://example.com/v.mp4"}}}
-	p = wantProblem(t, ts.do(t, "POST", "/agents/echo/agui", aguiBody(t, "t-img", "r3", msg)), http.StatusBadRequest, "invalid_request")
-	assert.Contains(t, p["errors"].(map[string]any)["messages[0].content[1]"], "is a video part")
-
-	// Text parts alone run as before.
-	msg["content"] = []map[string]any{textPart("hi")}
-	frames := ts.aguiRun(t, "echo", aguiBody(t, "t-img", "r4", msg))
+	frames := ts.aguiRun(t, "echo", aguiBody(t, "t-img", "r1", msg))
 	_, text := assistantOf(t, frames)
 	assert.NotEmpty(t, text)
+	user := lastUserMessage(t, ts, "t-img")
+	assert.Equal(t, "What is this?", user["content"])
+	assert.Equal(t, session.ImageHash(imagestest.PNG()), user["images"].([]any)[0].(map[string]any)["hash"])
+
+	msg2 := map[string]any{"id": "u2", "role": "user", "content": []map[string]any{textPart("hi"), imagePart("image/gif", imagestest.PNG())}}
+	p := wantProblem(t, ts.do(t, "POST", "/agents/echo/agui", aguiBody(t, "t-img", "r2", msg, msg2)), http.StatusBadRequest, "invalid_request")
+	assert.Contains(t, p["errors"].(map[string]any)["messages[1].content[1]"], "says image/gif but its bytes are image/png")
+
+	msg2["content"] = []map[string]any{textPart("hi"), {"type": "video", "source": map[string]any{"type": "url", "value": "https://example.com/v.mp4"}}}
+	p = wantProblem(t, ts.do(t, "POST", "/agents/echo/agui", aguiBody(t, "t-img", "r3", msg, msg2)), http.StatusBadRequest, "invalid_request")
+	assert.Contains(t, p["errors"].(map[string]any)["messages[1].content[1]"], "is a video part")
 }
 
 // TestImages_Get serves the images a session's messages carry, by hash,

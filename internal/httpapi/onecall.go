@@ -47,14 +47,11 @@ func (s *Server) handleOneCallRun(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	if len(imgs) > 0 {
-		return errImagesNotRun("input") // runs cannot carry them yet
-	}
 	key, err := idempotencyKey(r)
 	if err != nil {
 		return err
 	}
-	run := kernel.RunRequest{Input: input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key}
+	run := kernel.RunRequest{Input: input, Images: imgs, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key}
 	if err := s.kernel.CheckRun(run); err != nil {
 		return err
 	}

@@ -120,15 +120,12 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if len(imgs) > 0 {
-		return errImagesNotRun("input") // runs cannot carry them yet
-	}
 	key, err := idempotencyKey(r)
 	if err != nil {
 		return err
 	}
 	return s.startRun(w, r, r.PathValue("id"), kernel.RunRequest{
-		Input: input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key, Overrides: req.Overrides.toOverrides(),
+		Input: input, Images: imgs, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key, Overrides: req.Overrides.toOverrides(),
 		Agent: req.Agent,
 	})
 }

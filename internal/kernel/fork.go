@@ -59,7 +59,8 @@ func (k *Kernel) Regenerate(ctx context.Context, id, runID string) (session.Sess
 	if err != nil {
 		return session.Session{}, session.Run{}, err
 	}
-	again, _, err := k.Run(ctx, fork.ID, RunRequest{Input: run.Input, Overrides: run.Overrides.Clone()})
+	// The fork refers to the input's images already (createFork).
+	again, _, err := k.Run(ctx, fork.ID, RunRequest{Input: run.Input, imageRefs: run.Images, Overrides: run.Overrides.Clone()})
 	if err != nil {
 		k.discardFork(ctx, fork.ID)
 		return session.Session{}, session.Run{}, err
@@ -81,7 +82,7 @@ func (k *Kernel) inputPosition(ctx context.Context, run session.Run) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	if pos == 0 || run.Input == "" {
+	if pos == 0 || (run.Input == "" && len(run.Images) == 0) {
 		return 0, errdefs.New(errdefs.ErrConflict, errdefs.CodeRunNotRegenerable,
 			"run %s has no input of its own in the history: it never started, joined another run as a steer, or holds a fork's snapshot", run.ID)
 	}
@@ -263,6 +264,11 @@ func (k *Kernel) createFork(ctx context.Context, src session.Session, msgs []ses
 	admitted()
 	if err != nil {
 		return session.Session{}, fmt.Errorf("create session: %w", err)
+	}
+	// The fork shows the images of the history it copies.
+	if err := k.images.Share(ctx, src.ID, f.ID); err != nil {
+		k.discardFork(ctx, f.ID)
+		return session.Session{}, fmt.Errorf("share images: %w", err)
 	}
 	h, _, err := k.owner.hold(ctx, f.ID)
 	if err == nil {

@@ -35,7 +35,11 @@ func (r *runner) loadHistory(ctx context.Context) error {
 		if m.Position < firstKept || m.Role == session.RoleCompaction {
 			continue
 		}
-		r.history = append(r.history, toLLM(m))
+		lm, err := r.modelMessage(ctx, m)
+		if err != nil {
+			return fmt.Errorf("load history: %w", err)
+		}
+		r.history = append(r.history, lm)
 		r.positions = append(r.positions, m.Position)
 	}
 	return nil

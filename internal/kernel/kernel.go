@@ -74,6 +74,7 @@ import (
 
 	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/images"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/telemetry"
 	"github.com/kerneld/kerneld/internal/tools"
@@ -143,6 +144,10 @@ type Config struct {
 	Guards Guards
 	// Tracing traces runs (see tracing.go); nil traces nothing.
 	Tracing *telemetry.Tracing
+	// Images keeps the images of users' messages and loads them for the
+	// model calls that send them; nil keeps none, so an input with images
+	// is refused (see images.go).
+	Images *images.Library
 }
 
 // Kernel owns the runs of the sessions this replica holds and the
@@ -166,6 +171,7 @@ type Kernel struct {
 	announcer  Announcer // nil: nothing is announced
 	guards     Guards    // nil: agents' guards are not asked
 	tracing    *telemetry.Tracing
+	images     *images.Library
 
 	ctx    context.Context // parent of every run; cancelled by Close
 	cancel context.CancelFunc
@@ -206,6 +212,10 @@ func New(cfg Config) (*Kernel, error) {
 		announcer:  cfg.Announcer,
 		guards:     cfg.Guards,
 		tracing:    cfg.Tracing,
+		images:     cfg.Images,
+	}
+	if k.images == nil {
+		k.images = images.New(nil, images.Limits{}, nil)
 	}
 	if k.tracing == nil {
 		k.tracing = telemetry.Disabled()

@@ -273,7 +273,11 @@ func (r *runner) record(msgs ...session.Message) error {
 		return &emitError{err: fmt.Errorf("append messages: %w", err)}
 	}
 	for _, m := range msgs {
-		r.history = append(r.history, toLLM(m))
+		lm, err := r.modelMessage(r.storeCtx(), m)
+		if err != nil {
+			return &emitError{err: err}
+		}
+		r.history = append(r.history, lm)
 		r.positions = append(r.positions, m.Position)
 		if m.Role == session.RoleAssistant {
 			r.pending = append(r.pending, m.ToolCalls...)
@@ -335,9 +339,8 @@ func steeredInput(runID string, steer session.Run) ([]session.Event, session.Mes
 	if steer.ChildResult != nil {
 		evs = append(evs, childResultEvent(runID, *steer.ChildResult))
 	}
-	evs = append(evs, session.TextMessageStart(id, session.RoleUser), session.TextMessageContent(id, steer.Input),
-		session.TextMessageEnd(id))
-	return evs, session.Message{ID: id, Role: session.RoleUser, Content: steer.Input}
+	return append(evs, userInputEvents(id, steer.Input, steer.Images)...),
+		session.Message{ID: id, Role: session.RoleUser, Content: steer.Input, Images: steer.Images}
 }
 
 // customRunSteered announces input a steer added to the active run.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/images"
 	"github.com/kerneld/kerneld/internal/session"
 )
 
@@ -29,8 +30,12 @@ const MaxIdempotencyKeyLen = 255
 
 // RunRequest is input for a session.
 type RunRequest struct {
-	Input          string
-	IfBusy         BusyPolicy // "" means BusyReject
+	Input string
+	// Images are the pictures the input carries after its text, checked
+	// by the caller (images.Library.Check); Run keeps them.
+	Images         []images.Input
+	imageRefs      []session.ImageRef // what Run kept of Images
+	IfBusy         BusyPolicy         // "" means BusyReject
 	IdempotencyKey string
 	// Overrides are model settings for this run alone, within what the
 	// agent allows.
@@ -85,6 +90,9 @@ func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (ses
 		req.Agent = "" // the session's own
 	}
 	if err := checkOverrides(spec, req.Overrides); err != nil {
+		return session.Run{}, false, err
+	}
+	if req, err = k.keepImages(ctx, s, req); err != nil {
 		return session.Run{}, false, err
 	}
 	admitted, err := k.quotas.AdmitRun(ctx, s.Tenant) // see admit.go
@@ -311,7 +319,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (k *Kernel) validateRunRequest(req RunRequest) error {
 	var v *errdefs.ValidationError
 	switch {
-	case req.Input == "" && req.kind == "" && len(req.AGUI.ToolResults) == 0:
+	case req.Input == "" && len(req.Images) == 0 && len(req.imageRefs) == 0 && req.kind == "" && len(req.AGUI.ToolResults) == 0:
 		v = v.Add("input", "required")
 	case len(req.Input) > k.limits.MaxInputBytes:
 		v = v.Add("input", fmt.Sprintf("longer than %d bytes", k.limits.MaxInputBytes))
@@ -344,7 +352,7 @@ func (k *Kernel) findIdempotent(ctx context.Context, sessionID string, req RunRe
 	if err != nil {
 		return session.Run{}, false, fmt.Errorf("find run by idempotency key: %w", err)
 	}
-	if r.Input != req.Input {
+	if !sameInput(r, req) {
 		return session.Run{}, false, errdefs.New(errdefs.ErrUnprocessable, errdefs.CodeIdempotencyKeyReused,
 			"Idempotency-Key %q was used for run %s with another input", req.IdempotencyKey, r.ID).With("run_id", r.ID)
 	}

@@ -47,6 +47,7 @@ func (k *Kernel) newRun(sessionID string, req RunRequest, state session.RunState
 	run.ClientTools, run.ToolResults = req.AGUI.ClientTools, req.AGUI.ToolResults
 	run.Overrides, run.Kind = req.Overrides.Clone(), req.kind
 	run.TraceParent = req.traceParent
+	run.Images = req.imageRefs
 	run.Source, run.Background, run.ChildResult = req.Source, req.background, req.childResult
 	run.Agent = req.Agent
 	if run.ChildResult != nil {
@@ -259,9 +260,9 @@ func startMessages(r session.Run, inputID string) []session.Message {
 		return nil // a compaction run has no input
 	}
 	msgs := toolResultMessages(&r)
-	if r.Input != "" {
+	if r.Input != "" || len(r.Images) > 0 {
 		msgs = append(msgs, session.Message{ID: inputID, SessionID: r.SessionID, RunID: r.ID,
-			Role: session.RoleUser, Content: r.Input, CreatedAt: r.StartedAt})
+			Role: session.RoleUser, Content: r.Input, Images: r.Images, CreatedAt: r.StartedAt})
 	}
 	return msgs
 }
@@ -284,12 +285,8 @@ func startEvents(r session.Run, inputID string) []session.Event {
 	if r.ChildResult != nil {
 		evs = append(evs, childResultEvent(r.ID, *r.ChildResult))
 	}
-	if r.Kind == "" && r.Input != "" {
-		evs = append(evs,
-			session.TextMessageStart(inputID, session.RoleUser),
-			session.TextMessageContent(inputID, r.Input),
-			session.TextMessageEnd(inputID),
-		)
+	if r.Kind == "" && (r.Input != "" || len(r.Images) > 0) {
+		evs = append(evs, userInputEvents(inputID, r.Input, r.Images)...)
 	}
 	return evs
 }

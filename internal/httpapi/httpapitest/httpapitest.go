@@ -52,7 +52,13 @@ func New(t testing.TB, opts Options) *Server {
 		opts.Kernel.Observers = append(opts.Kernel.Observers, sessionFeed)
 		opts.Kernel.Feed, opts.API.Feed = sessionFeed, sessionFeed
 	}
+	if opts.Kernel.Images == nil {
+		opts.Kernel.Images = opts.API.Images // one library, as kerneld has
+	}
 	k := kerneltest.New(t, opts.Kernel)
+	if opts.API.Images == nil {
+		opts.API.Images = k.Images
+	}
 	if sessionFeed != nil {
 		sessionFeed.Start(k.FeedSummary)
 		t.Cleanup(func() { _ = sessionFeed.Close(context.Background()) }) // before the kernel closes: what it reports then is dropped

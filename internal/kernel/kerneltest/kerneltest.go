@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kerneld/kerneld/internal/agents"
+	"github.com/kerneld/kerneld/internal/images"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/llm"
 	"github.com/kerneld/kerneld/internal/llm/scripted"
@@ -159,6 +160,9 @@ type Options struct {
 	// Feed records the sessions' changes; Titles titles them.
 	Feed   kernel.FeedSink
 	Titles kernel.Titles
+	// Images keeps the images of inputs; nil keeps them in Store when it
+	// can (images.Store), as kerneld does.
+	Images *images.Library
 	// Logger receives the kernel's logs; nil drops them.
 	Logger *slog.Logger
 	// Guards answers for the agents' guards; nil asks none.
@@ -170,6 +174,8 @@ type Kernel struct {
 	*kernel.Kernel
 	Store kernel.Store
 	Wait  *WaitTool
+	// Images is the library the kernel keeps input images in.
+	Images *images.Library
 	// AgentsDir holds the agent files, agent0.yaml, agent1.yaml, … in the
 	// order of Options.Agents: rewrite them and call ReloadAgents.
 	AgentsDir string
@@ -184,10 +190,13 @@ func New(tb testing.TB, opts Options) *Kernel {
 	if opts.Store == nil {
 		opts.Store = memory.New()
 	}
+	if st, ok := opts.Store.(images.Store); ok && opts.Images == nil {
+		opts.Images = images.New(st, images.Limits{}, nil)
+	}
 	k, err := kernel.New(kernel.Config{
 		Agents: registry, Tools: reg, Store: opts.Store, Observers: opts.Observers,
 		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention, Replication: opts.Replication,
-		Quotas: opts.Quotas, StallAfter: opts.StallAfter, Feed: opts.Feed, Titles: opts.Titles,
+		Quotas: opts.Quotas, StallAfter: opts.StallAfter, Feed: opts.Feed, Titles: opts.Titles, Images: opts.Images,
 		Logger: opts.Logger, Guards: opts.Guards,
 	})
 	if err != nil {
@@ -200,7 +209,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 			tb.Errorf("close kernel: %v", err)
 		}
 	})
-	return &Kernel{Kernel: k, Store: opts.Store, Wait: wait, AgentsDir: dir}
+	return &Kernel{Kernel: k, Store: opts.Store, Wait: wait, AgentsDir: dir, Images: opts.Images}
 }
 
 // mustAgents loads agent definitions through the real loader, from files

@@ -6,6 +6,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kerneld/kerneld/internal/images"
+	"github.com/kerneld/kerneld/internal/images/imagestest"
+	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/llm"
 	"github.com/kerneld/kerneld/internal/llm/anthropic"
@@ -106,4 +109,32 @@ model: {provider: anthropic, name: claude-sonnet-4-5, base_url: "` + s.URL() + `
 	assert.JSONEq(t, `"model_error"`, kerneltest.Member(t, evs, session.EventRunError, "code"))
 	assert.JSONEq(t, `"anthropic: 401 Unauthorized: invalid x-api-key [redacted]"`, kerneltest.Member(t, evs, session.EventRunError, "message"))
 	assert.Len(t, s.Requests(), 1)
+}
+
+// TestKernel_ImagesReachAnthropic: the images of a run's input reach the
+// server as image blocks before the text, bytes as a base64 source, a URL
+// as a url source; a later run sends them again, read back from the store.
+func TestKernel_ImagesReachAnthropic(t *testing.T) {
+	s := llmtest.NewServer(t, textReply("A red pixel.", 10, 3), textReply("Yes.", 20, 1))
+	k := mustKernel(t, `
+name: claude
+model: {provider: anthropic, name: claude-sonnet-4-5, base_url: `+s.URL()+`, api_key: `+testKey+`}
+`)
+	sess, err := k.CreateSession(t.Context(), kernel.CreateSession{Agent: "claude"})
+	require.NoError(t, err)
+	png := imagestest.PNG()
+	evs := kerneltest.RunInSession(t, k.Kernel, sess.ID, kernel.RunRequest{Input: "What is this?", Images: []images.Input{
+		{MediaType: "image/png", Data: png}, {URL: "https://example.com/cat.jpg"}}})
+	aguitest.Verify(t, evs)
+	kerneltest.RunInSession(t, k.Kernel, sess.ID, kernel.RunRequest{Input: "Sure?"})
+
+	user := `{"role":"user","content":[
+		{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + imagestest.Base64(png) + `"}},
+		{"type":"image","source":{"type":"url","url":"https://example.com/cat.jpg"}},
+		{"type":"text","text":"What is this?"}]}`
+	reqs := s.Requests()
+	require.Len(t, reqs, 2)
+	assert.JSONEq(t, `[`+user+`]`, reqs[0].Member(t, "messages"))
+	assert.JSONEq(t, `[`+user+`,{"role":"assistant","content":[{"type":"text","text":"A red pixel."}]},
+		{"role":"user","content":[{"type":"text","text":"Sure?"}]}]`, reqs[1].Member(t, "messages"))
 }

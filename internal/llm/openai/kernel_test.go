@@ -1,11 +1,15 @@
 package openai_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kerneld/kerneld/internal/images"
+	"github.com/kerneld/kerneld/internal/images/imagestest"
+	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/llm"
 	"github.com/kerneld/kerneld/internal/llm/llmtest"
@@ -93,4 +97,39 @@ model: {provider: openai, name: gpt-4o-mini, base_url: "`+baseURL(s)+`", api_key
 	assert.JSONEq(t, `"model_error"`, kerneltest.Member(t, evs, session.EventRunError, "code"))
 	assert.JSONEq(t, `"openai: 401 Unauthorized: Incorrect API key provided: [redacted]."`, kerneltest.Member(t, evs, session.EventRunError, "message"))
 	assert.Len(t, s.Requests(), 1)
+}
+
+// TestKernel_ImagesReachOpenAI: the images of a run's input reach the
+// server as image_url parts after the text, bytes as a data URL, a URL as
+// it is; kept once, they are read back for every later call that sends
+// the message.
+func TestKernel_ImagesReachOpenAI(t *testing.T) {
+	s := llmtest.NewServer(t,
+		stream(roleChunk(), textChunk("A red pixel."), finishChunk("stop"), done),
+		stream(roleChunk(), textChunk("Yes."), finishChunk("stop"), done),
+	)
+	k := mustKernel(t, `
+name: gpt
+model: {provider: openai, name: gpt-4o-mini, base_url: `+baseURL(s)+`, api_key: `+testKey+`}
+`)
+	sess, err := k.CreateSession(t.Context(), kernel.CreateSession{Agent: "gpt"})
+	require.NoError(t, err)
+	png := imagestest.PNG()
+	evs := kerneltest.RunInSession(t, k.Kernel, sess.ID, kernel.RunRequest{Input: "What is this?", Images: []images.Input{
+		{MediaType: "image/png", Data: png}, {URL: "https://example.com/cat.jpg", MediaType: "image/jpeg"}}})
+	aguitest.Verify(t, evs)
+	var echo struct{ Images json.RawMessage }
+	require.NoError(t, json.Unmarshal([]byte(kerneltest.Member(t, evs, session.EventCustom, "value")), &echo))
+	assert.JSONEq(t, `[{"hash":"`+session.ImageHash(png)+`","mediaType":"image/png"},{"url":"https://example.com/cat.jpg","mediaType":"image/jpeg"}]`,
+		string(echo.Images), "the echo names the images")
+	kerneltest.RunInSession(t, k.Kernel, sess.ID, kernel.RunRequest{Input: "Sure?"})
+
+	user := `{"role":"user","content":[{"type":"text","text":"What is this?"},
+		{"type":"image_url","image_url":{"url":"data:image/png;base64,` + imagestest.Base64(png) + `"}},
+		{"type":"image_url","image_url":{"url":"https://example.com/cat.jpg"}}]}`
+	reqs := s.Requests()
+	require.Len(t, reqs, 2)
+	assert.JSONEq(t, `[`+user+`]`, reqs[0].Member(t, "messages"))
+	assert.JSONEq(t, `[`+user+`,{"role":"assistant","content":"A red pixel."},{"role":"user","content":"Sure?"}]`,
+		reqs[1].Member(t, "messages"), "a later run sends the image again, read back from the store")
 }

@@ -28,6 +28,8 @@ type createSessionRequest struct {
 	// PermissionMode is ask (the default), read_only_auto or auto.
 	PermissionMode string        `json:"permission_mode"`
 	Webhooks       []webhookBody `json:"webhooks"`
+	// Agents may take turns on the session besides its own agent.
+	Agents []string `json:"agents"`
 }
 
 // webhookBody is a receiver a session names for its events; the kernel
@@ -95,6 +97,7 @@ type updateSessionRequest struct {
 	// Overrides replace the session's; {} clears them.
 	Overrides      *overridesBody `json:"overrides"`
 	PermissionMode *string        `json:"permission_mode"`
+	Agents         *[]string      `json:"agents"`
 }
 
 // Validate refuses NUL in the name and metadata; bounds are the kernel's.
@@ -136,6 +139,7 @@ type sessionResponse struct {
 	ForkedFrom   *forkedFromResponse `json:"forked_from"`
 	ClosedReason *string             `json:"closed_reason"`
 	Overrides    overridesBody       `json:"overrides"`
+	Agents       []string            `json:"agents,omitempty"`
 	permissionsResponse
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
@@ -161,7 +165,7 @@ func toSessionResponse(s session.Session, reader string) sessionResponse {
 		ParentID: nullable(session.PublicID(s.ParentID)), RootID: session.PublicID(s.RootID), Depth: s.Depth, Tenant: s.Tenant,
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
 		ClosedReason: nullable(s.ClosedReason), Overrides: toOverridesBody(s.Overrides), permissionsResponse: toPermissionsResponse(s),
-		Title: nullable(s.Title), Unread: s.Unread(reader), ReadSeq: s.ReadCursors[reader],
+		Title: nullable(s.Title), Unread: s.Unread(reader), ReadSeq: s.ReadCursors[reader], Agents: s.Agents,
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
 	if s.ForkedFrom != "" {
@@ -198,7 +202,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	create := kernel.CreateSession{
 		Agent: req.Agent, Name: req.Name, Title: req.Title, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
 		Overrides: req.Overrides.toOverrides(), ID: deref(req.ID), IdempotencyKey: key, Webhooks: toWebhooks(req.Webhooks),
-		PermissionMode: req.PermissionMode,
+		PermissionMode: req.PermissionMode, Agents: req.Agents,
 	}
 	if req.Inherit != nil {
 		create.InheritMemory = req.Inherit.Memory
@@ -262,7 +266,7 @@ func (s *Server) handleSessionUpdate(w http.ResponseWriter, r *http.Request) err
 	}
 	sess, err := s.kernel.UpdateSession(r.Context(), r.PathValue("id"), kernel.SessionUpdate{
 		Name: req.Name, Title: req.Title, Metadata: req.Metadata, Overrides: req.Overrides.toOverrides(),
-		PermissionMode: req.PermissionMode,
+		PermissionMode: req.PermissionMode, Agents: req.Agents,
 	})
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/agents"
@@ -33,6 +34,9 @@ type CreateSession struct {
 	PermissionMode string
 	// Webhooks receive the session's events (see internal/webhook).
 	Webhooks []session.Webhook
+	// Agents are other agents that may take turns on the session's
+	// conversation (see peers.go).
+	Agents []string
 	// ID is an id the client chose, unique within its tenant, and
 	// IdempotencyKey the key of a creation the client may retry; see
 	// EnsureSession, which alone uses them.
@@ -53,6 +57,9 @@ type SessionUpdate struct {
 	Overrides *session.Overrides
 	// PermissionMode, when not nil, replaces the session's mode.
 	PermissionMode *string
+	// Agents, when not nil, replace the other agents that may take turns
+	// on the session; empty clears them.
+	Agents *[]string
 }
 
 // ListSessions is a request to list sessions. Empty filters match all.
@@ -82,6 +89,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		return session.Session{}, err
 	}
 	if err := checkPermissionMode(spec, req.PermissionMode); err != nil {
+		return session.Session{}, err
+	}
+	if err := k.checkSessionAgents(req.Agent, req.Agents); err != nil {
 		return session.Session{}, err
 	}
 	if err := k.validateSessionFields(req.Name, req.Metadata); err != nil {
@@ -116,6 +126,7 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	}
 	s.Webhooks = req.Webhooks
 	s.SpawnKey = req.spawnKey
+	s.Agents = slices.Clone(req.Agents)
 	if req.IdempotencyKey != "" {
 		s.RequestHash = creationHash(req)
 	}
@@ -312,6 +323,11 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 	if err := k.checkSessionPermissionMode(s, u.PermissionMode); err != nil {
 		return session.Session{}, err
 	}
+	if u.Agents != nil {
+		if err := k.checkSessionAgents(s.Agent, *u.Agents); err != nil {
+			return session.Session{}, err
+		}
+	}
 	if u.Title != nil {
 		if err := k.validateTitle(*u.Title); err != nil {
 			return session.Session{}, err
@@ -334,6 +350,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 		}
 		if u.PermissionMode != nil {
 			s.PermissionMode = *u.PermissionMode
+		}
+		if u.Agents != nil {
+			s.Agents = slices.Clone(*u.Agents)
 		}
 		s.Metadata = mergeMetadata(s.Metadata, u.Metadata)
 		if err := k.validateSessionFields(s.Name, s.Metadata); err != nil {

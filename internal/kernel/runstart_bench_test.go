@@ -23,10 +23,12 @@ import (
 type countingStore struct {
 	kernel.Store
 	writes, lists atomic.Int64
+	creates, starts atomic.Int64 // CreateRun and StartRun calls
 }
 
 func (s *countingStore) CreateRun(ctx context.Context, r session.Run, c session.RunConstraints) error {
 	s.writes.Add(1)
+	s.creates.Add(1)
 	return s.Store.CreateRun(ctx, r, c)
 }
 

@@ -22,7 +22,7 @@ import (
 // and the listings of a session's runs.
 type countingStore struct {
 	kernel.Store
-	writes, lists atomic.Int64
+	writes, lists   atomic.Int64
 	creates, starts atomic.Int64 // CreateRun and StartRun calls
 }
 

@@ -59,7 +59,7 @@ export class ConversationView {
 function messageNode(item) {
   const text = h("div", { class: "text" });
   const el = h("div", { class: `msg msg-${item.role}`, "data-key": item.key },
-    h("div", { class: "who" }, item.role === "user" ? "You" : item.role), text);
+    h("div", { class: "who" }, item.role === "user" ? "You" : item.agent || item.role), text);
   return {
     el,
     update(m) {

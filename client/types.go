@@ -126,16 +126,18 @@ type Inherit struct {
 type CreateSessionRequest struct {
 	// ID is a client-chosen id; the same id and agent again answer the
 	// existing session. "" lets kerneld choose.
-	ID        string                     `json:"id,omitempty"`
-	Agent     string                     `json:"agent"`
-	Name      string                     `json:"name,omitempty"`
-	Title     string                     `json:"title,omitempty"` // "": kerneld titles it after its first run
-	Metadata  map[string]string          `json:"metadata,omitempty"`
-	ParentID  string                     `json:"parent_id,omitempty"`
-	Memory    map[string]json.RawMessage `json:"memory,omitempty"`
-	TTL       string                     `json:"ttl,omitempty"` // e.g. "24h"
-	Inherit   *Inherit                   `json:"inherit,omitempty"`
-	Overrides *Overrides                 `json:"overrides,omitempty"`
+	ID    string `json:"id,omitempty"`
+	Agent string `json:"agent"`
+	Name  string `json:"name,omitempty"`
+	Title string `json:"title,omitempty"` // "": kerneld titles it after its first run
+	// Instructions are added to the agent's system prompt.
+	Instructions string                     `json:"instructions,omitempty"`
+	Metadata     map[string]string          `json:"metadata,omitempty"`
+	ParentID     string                     `json:"parent_id,omitempty"`
+	Memory       map[string]json.RawMessage `json:"memory,omitempty"`
+	TTL          string                     `json:"ttl,omitempty"` // e.g. "24h"
+	Inherit      *Inherit                   `json:"inherit,omitempty"`
+	Overrides    *Overrides                 `json:"overrides,omitempty"`
 	// PermissionMode is ask (the default), read_only_auto or auto, within
 	// what the agent allows.
 	PermissionMode string `json:"permission_mode,omitempty"`
@@ -156,6 +158,7 @@ type UpdateSessionRequest struct {
 	Title          *string            `json:"title,omitempty"` // "" clears it for good
 	Metadata       map[string]*string `json:"metadata,omitempty"`
 	PermissionMode *string            `json:"permission_mode,omitempty"`
+	Instructions   *string            `json:"instructions,omitempty"` // "" clears them
 }
 
 // ListSessionsOptions filter and page GET /sessions.

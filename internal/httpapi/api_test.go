@@ -55,7 +55,7 @@ func runErrorCases(t *testing.T, ts *testServer, cases []errorCase) {
 // goInternals are fragments that must never reach a client: Go type and
 // package names, encoding/json's own wording, stack traces.
 var goInternals = []string{
-	"json:", "Go value", "Go struct", "struct", "reflect", "map[", "interface {", "[]uint8",
+	"json:", "Go value", "Go struct", "struct {", "reflect", "map[", "interface {", "[]uint8",
 	"*http.", "httpapi.", "kernel.", "errdefs", "session.", "goroutine", "panic", ".go:",
 	"Request", "RawMessage",
 }

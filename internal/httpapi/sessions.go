@@ -26,8 +26,10 @@ type createSessionRequest struct {
 	Inherit   *inheritBody               `json:"inherit"`
 	Overrides *overridesBody             `json:"overrides"`
 	// PermissionMode is ask (the default), read_only_auto or auto.
-	PermissionMode string        `json:"permission_mode"`
-	Webhooks       []webhookBody `json:"webhooks"`
+	PermissionMode string `json:"permission_mode"`
+	// Instructions are added to the agent's system prompt.
+	Instructions string        `json:"instructions"`
+	Webhooks     []webhookBody `json:"webhooks"`
 	// Agents may take turns on the session besides its own agent.
 	Agents []string `json:"agents"`
 }
@@ -97,6 +99,7 @@ type updateSessionRequest struct {
 	// Overrides replace the session's; {} clears them.
 	Overrides      *overridesBody `json:"overrides"`
 	PermissionMode *string        `json:"permission_mode"`
+	Instructions   *string        `json:"instructions"`
 	Agents         *[]string      `json:"agents"`
 }
 
@@ -132,7 +135,9 @@ type sessionResponse struct {
 	Unread  int   `json:"unread"`
 	ReadSeq int64 `json:"read_seq"`
 	// QueuedRuns counts the runs waiting to start.
-	QueuedRuns   int                 `json:"queued_runs"`
+	QueuedRuns int `json:"queued_runs"`
+	// Instructions are the session's own, added to its agent's prompt.
+	Instructions *string             `json:"instructions"`
 	TTL          *string             `json:"ttl"`
 	ExpiresAt    *time.Time          `json:"expires_at"`
 	Inherit      *inheritBody        `json:"inherit"`
@@ -166,7 +171,8 @@ func toSessionResponse(s session.Session, reader string) sessionResponse {
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
 		ClosedReason: nullable(s.ClosedReason), Overrides: toOverridesBody(s.Overrides), permissionsResponse: toPermissionsResponse(s),
 		Title: nullable(s.Title), Unread: s.Unread(reader), ReadSeq: s.ReadCursors[reader], Agents: s.Agents,
-		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
+		Instructions: nullable(s.Instructions),
+		CreatedAt:    s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
 	if s.ForkedFrom != "" {
 		out.ForkedFrom = &forkedFromResponse{SessionID: session.PublicID(s.ForkedFrom), MessagePosition: s.ForkPosition}
@@ -202,7 +208,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	create := kernel.CreateSession{
 		Agent: req.Agent, Name: req.Name, Title: req.Title, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
 		Overrides: req.Overrides.toOverrides(), ID: deref(req.ID), IdempotencyKey: key, Webhooks: toWebhooks(req.Webhooks),
-		PermissionMode: req.PermissionMode, Agents: req.Agents,
+		PermissionMode: req.PermissionMode, Agents: req.Agents, Instructions: req.Instructions,
 	}
 	if req.Inherit != nil {
 		create.InheritMemory = req.Inherit.Memory
@@ -266,7 +272,7 @@ func (s *Server) handleSessionUpdate(w http.ResponseWriter, r *http.Request) err
 	}
 	sess, err := s.kernel.UpdateSession(r.Context(), r.PathValue("id"), kernel.SessionUpdate{
 		Name: req.Name, Title: req.Title, Metadata: req.Metadata, Overrides: req.Overrides.toOverrides(),
-		PermissionMode: req.PermissionMode, Agents: req.Agents,
+		PermissionMode: req.PermissionMode, Agents: req.Agents, Instructions: req.Instructions,
 	})
 	if err != nil {
 		return err

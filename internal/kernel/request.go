@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/llm"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/tools"
@@ -36,10 +37,17 @@ func (r *runner) request(ctx context.Context, n int) (llm.Request, error) {
 	if err != nil {
 		return llm.Request{}, fmt.Errorf("load memory: %w", err)
 	}
+	// Read at every call, so instructions changed mid-run apply from the
+	// next model call on.
+	s, err := r.k.store.GetSession(ctx, r.run.SessionID)
+	if err != nil {
+		return llm.Request{}, fmt.Errorf("load session: %w", err)
+	}
 	r.cutWindow()
+	system := withInstructions(r.spec.SystemPrompt, s.Instructions)
 	return llm.Request{
 		Model:           r.settings.Model,
-		System:          withContext(systemPrompt(r.spec.SystemPrompt, mem), r.run.Context),
+		System:          withContext(systemPrompt(system, mem), r.run.Context),
 		Messages:        named(r.modelView(), r.spec.Name, r.run.Agent != ""),
 		Tools:           r.tools,
 		Temperature:     r.settings.Temperature,
@@ -105,6 +113,29 @@ func toLLM(m session.Message) llm.Message {
 		out.ToolCalls = append(out.ToolCalls, llm.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
 	return out
+}
+
+// MaxInstructionsBytes bounds a session's instructions.
+const MaxInstructionsBytes = 16 << 10
+
+// validateInstructions checks a session's instructions against the bound.
+func validateInstructions(s string) error {
+	if len(s) > MaxInstructionsBytes {
+		return errdefs.Invalid("instructions", fmt.Sprintf("longer than %d bytes", MaxInstructionsBytes))
+	}
+	return nil
+}
+
+// withInstructions appends the session's instructions to the agent's
+// system prompt.
+func withInstructions(system, instructions string) string {
+	if strings.TrimSpace(instructions) == "" {
+		return system
+	}
+	if system = strings.TrimRight(system, "\n"); system == "" {
+		return instructions
+	}
+	return system + "\n\nInstructions for this session:\n" + instructions
 }
 
 // withContext appends the context a client gave the run to its system

@@ -18,3 +18,18 @@ func TestSystemPromptSections(t *testing.T) {
 		withContext(systemPrompt("Be brief.", mem), ctx))
 	assert.Equal(t, "Context from the client for this run:\n- page: /settings\n", withContext("", ctx))
 }
+
+func TestWithInstructions(t *testing.T) {
+	tests := []struct{ name, system, instructions, want string }{
+		{"None", "Be brief.", "  ", "Be brief."},
+		{"Appended", "Be brief.\n", "Answer in French.", "Be brief.\n\nInstructions for this session:\nAnswer in French."},
+		{"NoAgentPrompt", "", "Answer in French.", "Answer in French."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := withInstructions(tt.system, tt.instructions); got != tt.want {
+				t.Errorf("withInstructions = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -16,13 +16,16 @@ import (
 
 // CreateSession is a request to create a session.
 type CreateSession struct {
-	Agent    string
-	Name     string
-	Title    string // kerneld titles a session without one after its first run
-	Metadata map[string]string
-	ParentID string
-	Memory   map[string]json.RawMessage // initial memory entries
-	TTL      time.Duration              // idle time before retention closes it; 0: the default
+	Agent string
+	Name  string
+	Title string // kerneld titles a session without one after its first run
+	// Instructions are added to the agent's system prompt (see
+	// MaxInstructionsBytes).
+	Instructions string
+	Metadata     map[string]string
+	ParentID     string
+	Memory       map[string]json.RawMessage // initial memory entries
+	TTL          time.Duration              // idle time before retention closes it; 0: the default
 	// InheritMemory is InheritNone (the default) or InheritCopy: a child
 	// then starts with a copy of its parent's memory.
 	InheritMemory string
@@ -49,9 +52,11 @@ type CreateSession struct {
 // SessionUpdate changes a session's name and metadata. Nil fields are left
 // alone; a metadata entry with a nil value is removed.
 type SessionUpdate struct {
-	Name     *string
-	Title    *string // "" clears it; kerneld then leaves it empty
-	Metadata map[string]*string
+	Name  *string
+	Title *string // "" clears it; kerneld then leaves it empty
+	// Instructions, when not nil, replace the session's; "" clears them.
+	Instructions *string
+	Metadata     map[string]*string
 	// Overrides, when not nil, replace the session's overrides; empty ones
 	// clear them.
 	Overrides *session.Overrides
@@ -100,6 +105,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	if err := k.validateTitle(req.Title); err != nil {
 		return session.Session{}, err
 	}
+	if err := validateInstructions(req.Instructions); err != nil {
+		return session.Session{}, err
+	}
 	if req.TTL < 0 {
 		return session.Session{}, errdefs.Invalid("ttl", "must not be negative")
 	}
@@ -121,6 +129,7 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	}
 	s.Overrides = nonEmpty(req.Overrides)
 	s.PermissionMode = req.PermissionMode
+	s.Instructions = req.Instructions
 	if req.Title != "" {
 		s.Title, s.TitleSource = req.Title, session.TitleFromClient
 	}
@@ -333,6 +342,11 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 			return session.Session{}, err
 		}
 	}
+	if u.Instructions != nil {
+		if err := validateInstructions(*u.Instructions); err != nil {
+			return session.Session{}, err
+		}
+	}
 	id = s.ID // the key it is stored under
 	var out session.Session
 	err = k.updateSession(ctx, id, func(s *session.Session) error {
@@ -350,6 +364,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 		}
 		if u.PermissionMode != nil {
 			s.PermissionMode = *u.PermissionMode
+		}
+		if u.Instructions != nil {
+			s.Instructions = *u.Instructions
 		}
 		if u.Agents != nil {
 			s.Agents = slices.Clone(*u.Agents)

@@ -105,6 +105,9 @@ type SessionExt struct {
 	ClosedReason string `json:"closed_reason,omitempty"`
 	// AgentState is the session's AG-UI state, a JSON value.
 	AgentState json.RawMessage `json:"agent_state,omitempty"`
+	// Instructions are the session's own, added to its agent's system
+	// prompt for every model call.
+	Instructions string `json:"instructions,omitempty"`
 	// StateUnsent says a client wrote AgentState over REST since the
 	// session's last run started: the next run logs it as STATE_SNAPSHOT.
 	StateUnsent bool `json:"state_unsent,omitempty"`

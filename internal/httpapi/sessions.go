@@ -28,6 +28,8 @@ type createSessionRequest struct {
 	// PermissionMode is ask (the default), read_only_auto or auto.
 	PermissionMode string        `json:"permission_mode"`
 	Webhooks       []webhookBody `json:"webhooks"`
+	// MCPServers are MCP servers whose tools the session's runs get.
+	MCPServers []mcpServerBody `json:"mcp_servers"`
 }
 
 // webhookBody is a receiver a session names for its events; the kernel
@@ -95,6 +97,9 @@ type updateSessionRequest struct {
 	// Overrides replace the session's; {} clears them.
 	Overrides      *overridesBody `json:"overrides"`
 	PermissionMode *string        `json:"permission_mode"`
+	// MCPServers replace the session's own MCP servers ([] removes them);
+	// only while it runs nothing.
+	MCPServers *[]mcpServerBody `json:"mcp_servers"`
 }
 
 // Validate refuses NUL in the name and metadata; bounds are the kernel's.
@@ -111,25 +116,26 @@ func (req updateSessionRequest) Validate() error {
 }
 
 type sessionResponse struct {
-	ID           string              `json:"id"`
-	Agent        string              `json:"agent"`
-	Name         *string             `json:"name"`
-	Title        *string             `json:"title"`
-	Metadata     map[string]string   `json:"metadata"`
-	State        session.State       `json:"state"`
-	Status       session.Status      `json:"status"`
-	ParentID     *string             `json:"parent_id"`
-	RootID       string              `json:"root_id"`
-	Depth        int                 `json:"depth"`
-	Tenant       string              `json:"tenant"`
-	ActiveRunID  *string             `json:"active_run_id"`
-	LastSeq      int64               `json:"last_seq"`
-	TTL          *string             `json:"ttl"`
-	ExpiresAt    *time.Time          `json:"expires_at"`
-	Inherit      *inheritBody        `json:"inherit"`
-	ForkedFrom   *forkedFromResponse `json:"forked_from"`
-	ClosedReason *string             `json:"closed_reason"`
-	Overrides    overridesBody       `json:"overrides"`
+	ID           string                     `json:"id"`
+	Agent        string                     `json:"agent"`
+	Name         *string                    `json:"name"`
+	Title        *string                    `json:"title"`
+	Metadata     map[string]string          `json:"metadata"`
+	State        session.State              `json:"state"`
+	Status       session.Status             `json:"status"`
+	ParentID     *string                    `json:"parent_id"`
+	RootID       string                     `json:"root_id"`
+	Depth        int                        `json:"depth"`
+	Tenant       string                     `json:"tenant"`
+	ActiveRunID  *string                    `json:"active_run_id"`
+	LastSeq      int64                      `json:"last_seq"`
+	TTL          *string                    `json:"ttl"`
+	ExpiresAt    *time.Time                 `json:"expires_at"`
+	Inherit      *inheritBody               `json:"inherit"`
+	ForkedFrom   *forkedFromResponse        `json:"forked_from"`
+	ClosedReason *string                    `json:"closed_reason"`
+	Overrides    overridesBody              `json:"overrides"`
+	MCPServers   []sessionMCPServerResponse `json:"mcp_servers"`
 	permissionsResponse
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
@@ -153,8 +159,9 @@ func toSessionResponse(s session.Session) sessionResponse {
 		ParentID: nullable(session.PublicID(s.ParentID)), RootID: session.PublicID(s.RootID), Depth: s.Depth, Tenant: s.Tenant,
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
 		ClosedReason: nullable(s.ClosedReason), Overrides: toOverridesBody(s.Overrides), permissionsResponse: toPermissionsResponse(s),
-		Title:     nullable(s.Title),
-		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
+		Title:      nullable(s.Title),
+		MCPServers: toSessionMCPServers(s.MCPServers),
+		CreatedAt:  s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
 	if s.ForkedFrom != "" {
 		out.ForkedFrom = &forkedFromResponse{SessionID: session.PublicID(s.ForkedFrom), MessagePosition: s.ForkPosition}
@@ -190,7 +197,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	create := kernel.CreateSession{
 		Agent: req.Agent, Name: req.Name, Title: req.Title, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
 		Overrides: req.Overrides.toOverrides(), ID: deref(req.ID), IdempotencyKey: key, Webhooks: toWebhooks(req.Webhooks),
-		PermissionMode: req.PermissionMode,
+		PermissionMode: req.PermissionMode, MCPServers: toMCPServers(req.MCPServers),
 	}
 	if req.Inherit != nil {
 		create.InheritMemory = req.Inherit.Memory
@@ -247,6 +254,7 @@ func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request) error 
 	if out.Status, err = s.kernel.SessionStatus(r.Context(), sess); err != nil {
 		return err
 	}
+	withMCPStatus(out.MCPServers, s.kernel.SessionMCPStatus(sess))
 	return writeJSON(w, http.StatusOK, out)
 }
 
@@ -256,10 +264,18 @@ func (s *Server) handleSessionUpdate(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	sess, err := s.kernel.UpdateSession(r.Context(), r.PathValue("id"), kernel.SessionUpdate{
+	update := kernel.SessionUpdate{
 		Name: req.Name, Title: req.Title, Metadata: req.Metadata, Overrides: req.Overrides.toOverrides(),
 		PermissionMode: req.PermissionMode,
-	})
+	}
+	if req.MCPServers != nil {
+		servers := toMCPServers(*req.MCPServers)
+		if servers == nil {
+			servers = []session.MCPServer{}
+		}
+		update.MCPServers = &servers
+	}
+	sess, err := s.kernel.UpdateSession(r.Context(), r.PathValue("id"), update)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,9 @@ type CreateSession struct {
 	PermissionMode string
 	// Webhooks receive the session's events (see internal/webhook).
 	Webhooks []session.Webhook
+	// MCPServers are MCP servers whose tools the session's runs get
+	// beside the agent's (sessionmcp.go).
+	MCPServers []session.MCPServer
 	// ID is an id the client chose, unique within its tenant, and
 	// IdempotencyKey the key of a creation the client may retry; see
 	// EnsureSession, which alone uses them.
@@ -52,6 +55,9 @@ type SessionUpdate struct {
 	Overrides *session.Overrides
 	// PermissionMode, when not nil, replaces the session's mode.
 	PermissionMode *string
+	// MCPServers, when not nil, replace the session's own MCP servers
+	// (empty: none); only while no run is under way.
+	MCPServers *[]session.MCPServer
 }
 
 // ListSessions is a request to list sessions. Empty filters match all.
@@ -102,6 +108,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	if err := k.sessionWebhooks(TenantFrom(ctx), req.Webhooks); err != nil {
 		return session.Session{}, err
 	}
+	if err := k.checkSessionMCP(TenantFrom(ctx), spec, req.MCPServers); err != nil {
+		return session.Session{}, err
+	}
 	now := k.now().UTC()
 	s := session.Session{
 		ID: cmp.Or(req.key, session.NewID()), Tenant: TenantFrom(ctx), Agent: req.Agent, Name: req.Name,
@@ -114,6 +123,7 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		s.Title, s.TitleSource = req.Title, session.TitleFromClient
 	}
 	s.Webhooks = req.Webhooks
+	s.MCPServers = session.CloneMCPServers(req.MCPServers)
 	if req.IdempotencyKey != "" {
 		s.RequestHash = creationHash(req)
 	}
@@ -315,6 +325,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 			return session.Session{}, err
 		}
 	}
+	if err := k.checkSessionMCPUpdate(s, u.MCPServers); err != nil {
+		return session.Session{}, err
+	}
 	id = s.ID // the key it is stored under
 	var out session.Session
 	err = k.updateSession(ctx, id, func(s *session.Session) error {
@@ -333,6 +346,12 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 		if u.PermissionMode != nil {
 			s.PermissionMode = *u.PermissionMode
 		}
+		if u.MCPServers != nil {
+			if s.ActiveRunID != "" {
+				return mcpServersBusy(s.ID, s.ActiveRunID)
+			}
+			s.MCPServers = session.CloneMCPServers(*u.MCPServers)
+		}
 		s.Metadata = mergeMetadata(s.Metadata, u.Metadata)
 		if err := k.validateSessionFields(s.Name, s.Metadata); err != nil {
 			return err
@@ -345,6 +364,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 		return session.Session{}, err
 	}
 	out.Version++
+	if u.MCPServers != nil {
+		k.stopSessionMCP(out.ID) // the next run starts those it names now
+	}
 	k.feedChanged(out.Tenant, out.ID, FeedSessionUpdated)
 	return out, nil
 }

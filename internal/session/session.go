@@ -138,6 +138,8 @@ type SessionExt struct {
 	// Imported marks a session that kerneld import wrote (see
 	// internal/transfer); nil for one created here.
 	Imported *ImportMark `json:"imported,omitempty"`
+	// MCPServers are the MCP servers a client attached to the session.
+	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
 }
 
 // Webhook is a receiver of a session's events: its URL and the event
@@ -217,6 +219,7 @@ func (s Session) Clone() Session {
 	s.Grants = slices.Clone(s.Grants)
 	s.ReadCursors = maps.Clone(s.ReadCursors)
 	s.Webhooks = slices.Clone(s.Webhooks) // their Events are never changed in place
+	s.MCPServers = CloneMCPServers(s.MCPServers)
 	if s.Compaction != nil {
 		c := *s.Compaction
 		s.Compaction = &c

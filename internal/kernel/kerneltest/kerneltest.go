@@ -162,6 +162,8 @@ type Options struct {
 	// Images keeps the images of inputs; nil keeps them in Store when it
 	// can (images.Store), as kerneld does.
 	Images *images.Library
+	// SessionMCP configures the MCP servers clients attach to sessions.
+	SessionMCP kernel.SessionMCP
 }
 
 // Kernel is a test kernel with the pieces a test may want to reach.
@@ -192,6 +194,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 		Agents: registry, Tools: reg, Store: opts.Store, Observers: opts.Observers,
 		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention, Replication: opts.Replication,
 		Quotas: opts.Quotas, StallAfter: opts.StallAfter, Feed: opts.Feed, Titles: opts.Titles, Images: opts.Images,
+		SessionMCP: opts.SessionMCP,
 	})
 	if err != nil {
 		tb.Fatalf("new kernel: %v", err)

@@ -78,6 +78,46 @@ func (c *Client) DeleteSession(ctx context.Context, id string, cascade bool) err
 	return c.do(ctx, request{method: http.MethodDelete, path: sessionPath(id), query: q}, nil)
 }
 
+// MarkRead records that the caller has read a session up to the event
+// with seq, or with seq <= 0 everything logged so far, and returns the
+// session with the caller's Unread count (PUT /sessions/{id}/read). A
+// read cursor never moves back: an older seq changes nothing.
+func (c *Client) MarkRead(ctx context.Context, id string, seq int64) (Session, error) {
+	var body any
+	if seq > 0 {
+		body = struct {
+			Seq int64 `json:"seq"`
+		}{seq}
+	}
+	var out Session
+	err := c.do(ctx, request{method: http.MethodPut, path: sessionPath(id) + "/read", body: body}, &out)
+	return out, err
+}
+
+// GetState returns a session's app state, the state AG-UI clients see as
+// STATE_SNAPSHOT; JSON null before any (GET /sessions/{id}/state).
+func (c *Client) GetState(ctx context.Context, id string) (json.RawMessage, error) {
+	var out struct {
+		State json.RawMessage `json:"state"`
+	}
+	err := c.do(ctx, request{method: http.MethodGet, path: sessionPath(id) + "/state"}, &out)
+	return out.State, err
+}
+
+// PutState replaces a session's app state with state, marshalled as JSON;
+// the session's next run starts with a STATE_SNAPSHOT of it
+// (PUT /sessions/{id}/state).
+func (c *Client) PutState(ctx context.Context, id string, state any) (json.RawMessage, error) {
+	body := struct {
+		State any `json:"state"`
+	}{state}
+	var out struct {
+		State json.RawMessage `json:"state"`
+	}
+	err := c.do(ctx, request{method: http.MethodPut, path: sessionPath(id) + "/state", body: body}, &out)
+	return out.State, err
+}
+
 // CloseSession closes a session and its children: no new runs; the
 // history stays readable until deleted (POST /sessions/{id}/close).
 func (c *Client) CloseSession(ctx context.Context, id, reason string) (Session, error) {

@@ -20,6 +20,7 @@ const DefaultURL = "http://127.0.0.1:8080"
 type Client struct {
 	base   *url.URL
 	apiKey string
+	user   string
 	http   *http.Client
 }
 
@@ -28,6 +29,11 @@ type Option func(*Client)
 
 // WithAPIKey sends key as "Authorization: Bearer <key>" on every request.
 func WithAPIKey(key string) Option { return func(c *Client) { c.apiKey = key } }
+
+// WithUser sends user as X-Kerneld-User on every request: behind a proxy
+// that authenticates its users (kerneld's auth.user_header), read cursors
+// and unread counts are then the user's rather than the API key's.
+func WithUser(user string) Option { return func(c *Client) { c.user = user } }
 
 // WithHTTPClient makes the client send its requests with hc, for custom
 // transports, proxies or TLS. Do not give it a Timeout: it would cut
@@ -95,6 +101,9 @@ func (c *Client) newRequest(ctx context.Context, r request) (*http.Request, erro
 	}
 	if c.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	if c.user != "" {
+		req.Header.Set("X-Kerneld-User", c.user)
 	}
 	return req, nil
 }

@@ -697,3 +697,48 @@ func TestInboxAndAlways(t *testing.T) {
 	assert.Equal(t, "memory_set", got.AlwaysApproved[0].ToolName)
 	assert.Equal(t, item.ToolCallID, got.AlwaysApproved[0].ToolCallID)
 }
+
+// TestMarkRead reads a session as two users of one key: each has its own
+// unread count, and an older seq never moves a cursor back.
+func TestMarkRead(t *testing.T) {
+	opts := httpapitest.Options{API: httpapi.Options{APIKeys: map[string]string{"k": "acme"}, UserHeader: true}}
+	ann, srv := newClient(t, opts, client.WithAPIKey("k"), client.WithUser("ann"))
+	bob, err := client.New(srv.URL, client.WithAPIKey("k"), client.WithUser("bob"))
+	require.NoError(t, err)
+	ctx := t.Context()
+	s, err := ann.CreateSession(ctx, client.CreateSessionRequest{Agent: "echo"})
+	require.NoError(t, err)
+	stream, err := ann.StreamRun(ctx, s.ID, client.CreateRunRequest{Input: "hello"}, client.FollowOptions{})
+	require.NoError(t, err)
+	evs := collect(t, stream)
+	last := evs[len(evs)-1].Seq
+
+	read, err := ann.MarkRead(ctx, s.ID, last)
+	require.NoError(t, err)
+	assert.Equal(t, last, read.ReadSeq)
+	assert.Equal(t, 0, read.Unread)
+	again, err := ann.MarkRead(ctx, s.ID, 1)
+	require.NoError(t, err)
+	assert.Equal(t, last, again.ReadSeq, "an older seq leaves the cursor")
+	other, err := bob.GetSession(ctx, s.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, other.Unread, "bob has not read the answer")
+	all, err := bob.MarkRead(ctx, s.ID, 0)
+	require.NoError(t, err)
+	assert.Equal(t, 0, all.Unread)
+}
+
+func TestState(t *testing.T) {
+	c, _ := newClient(t, httpapitest.Options{})
+	ctx := t.Context()
+	s, err := c.CreateSession(ctx, client.CreateSessionRequest{Agent: "echo"})
+	require.NoError(t, err)
+	got, err := c.GetState(ctx, s.ID)
+	require.NoError(t, err)
+	assert.JSONEq(t, `null`, string(got))
+	_, err = c.PutState(ctx, s.ID, map[string]any{"step": 1})
+	require.NoError(t, err)
+	got, err = c.GetState(ctx, s.ID)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"step":1}`, string(got))
+}

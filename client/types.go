@@ -65,22 +65,32 @@ const (
 
 // Session is a conversation with an agent.
 type Session struct {
-	ID          string            `json:"id"`
-	Agent       string            `json:"agent"`
-	Name        string            `json:"name"`
-	Metadata    map[string]string `json:"metadata"`
-	State       string            `json:"state"`
-	ParentID    string            `json:"parent_id"`
-	RootID      string            `json:"root_id"`
-	Depth       int               `json:"depth"`
-	Tenant      string            `json:"tenant"`
-	ActiveRunID string            `json:"active_run_id"`
-	LastSeq     int64             `json:"last_seq"`
-	TTL         string            `json:"ttl"`
-	ExpiresAt   *time.Time        `json:"expires_at"`
-	Inherit     *Inherit          `json:"inherit"`
-	Overrides   *Overrides        `json:"overrides"`
-	ForkedFrom  *ForkedFrom       `json:"forked_from"`
+	ID    string `json:"id"`
+	Agent string `json:"agent"`
+	Name  string `json:"name"`
+	// Title is what a list shows: set by a client or generated after the
+	// first run.
+	Title    string            `json:"title"`
+	Metadata map[string]string `json:"metadata"`
+	State    string            `json:"state"`
+	// Status is what it is doing: idle, running, waiting_input, queued,
+	// stalled, failed or closed.
+	Status      string `json:"status"`
+	ParentID    string `json:"parent_id"`
+	RootID      string `json:"root_id"`
+	Depth       int    `json:"depth"`
+	Tenant      string `json:"tenant"`
+	ActiveRunID string `json:"active_run_id"`
+	LastSeq     int64  `json:"last_seq"`
+	// Unread counts the assistant messages after the caller's read
+	// cursor, ReadSeq (see Client.MarkRead).
+	Unread     int         `json:"unread"`
+	ReadSeq    int64       `json:"read_seq"`
+	TTL        string      `json:"ttl"`
+	ExpiresAt  *time.Time  `json:"expires_at"`
+	Inherit    *Inherit    `json:"inherit"`
+	Overrides  *Overrides  `json:"overrides"`
+	ForkedFrom *ForkedFrom `json:"forked_from"`
 	// PermissionMode is how its calls that need approval get it: ask,
 	// read_only_auto or auto.
 	PermissionMode string `json:"permission_mode"`
@@ -119,6 +129,7 @@ type CreateSessionRequest struct {
 	ID        string                     `json:"id,omitempty"`
 	Agent     string                     `json:"agent"`
 	Name      string                     `json:"name,omitempty"`
+	Title     string                     `json:"title,omitempty"` // "": kerneld titles it after its first run
 	Metadata  map[string]string          `json:"metadata,omitempty"`
 	ParentID  string                     `json:"parent_id,omitempty"`
 	Memory    map[string]json.RawMessage `json:"memory,omitempty"`
@@ -142,6 +153,7 @@ type StandingApproval struct {
 // leaves the name alone; a Metadata value of nil removes its key.
 type UpdateSessionRequest struct {
 	Name           *string            `json:"name,omitempty"`
+	Title          *string            `json:"title,omitempty"` // "" clears it for good
 	Metadata       map[string]*string `json:"metadata,omitempty"`
 	PermissionMode *string            `json:"permission_mode,omitempty"`
 }

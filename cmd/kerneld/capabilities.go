@@ -101,7 +101,7 @@ type kernelRunner struct {
 func (r *kernelRunner) Run(ctx context.Context, req schedule.RunRequest) (schedule.RunResult, error) {
 	ctx = kernel.WithTenant(ctx, req.Tenant)
 	run, _, err := r.kernel.Run(ctx, req.SessionID, kernel.RunRequest{
-		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: req.IdempotencyKey,
+		Input: req.Input, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: req.IdempotencyKey, Source: req.Source,
 	})
 	if err != nil {
 		return schedule.RunResult{}, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,8 @@ var cliCommands = map[string]func(*cli, []string) error{
 	"watch":    (*cli).watch,
 	"approve":  (*cli).approve,
 	"inbox":    (*cli).inbox,
+	"read":     (*cli).read,
+	"state":    (*cli).state,
 }
 
 // cliIO is what a command reads and writes, passed in so tests can
@@ -209,8 +212,12 @@ func (c *cli) sessionList(args []string) error {
 	c.fs.StringVar(&opts.State, "state", "", "only sessions in this state")
 	c.fs.IntVar(&opts.Limit, "limit", 0, "at most this many sessions")
 	c.fs.StringVar(&opts.Cursor, "cursor", "", "the page after this cursor")
-	if _, err := c.parse(args, 0, "sessions ls [--agent A] [--state S] [--limit N] [--cursor C]"); err != nil {
+	watch := c.fs.Bool("watch", false, "print the sessions, then each change to them as it happens")
+	if _, err := c.parse(args, 0, "sessions ls [--agent A] [--state S] [--limit N] [--cursor C] [--watch]"); err != nil {
 		return err
+	}
+	if *watch {
+		return c.watchSessions(opts.Agent)
 	}
 	page, err := c.c.ListSessions(c.ctx, opts)
 	if err != nil {
@@ -220,9 +227,10 @@ func (c *cli) sessionList(args []string) error {
 		return c.printJSON(page)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0) // buffers: Flush reports a failed write
-	_, _ = fmt.Fprintln(tw, "ID\tAGENT\tSTATE\tUPDATED\tNAME")
+	_, _ = fmt.Fprintln(tw, "ID\tAGENT\tSTATE\tUPDATED\tUNREAD\tTITLE")
 	for _, s := range page.Data {
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.Agent, s.State, s.UpdatedAt.Local().Format(time.DateTime), s.Name)
+		title := cmp.Or(s.Title, s.Name)
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.Agent, s.State, s.UpdatedAt.Local().Format(time.DateTime), s.Unread, title)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -231,6 +239,48 @@ func (c *cli) sessionList(args []string) error {
 		c.note("more: --cursor", page.NextCursor)
 	}
 	return nil
+}
+
+// read handles "kerneld read SESSION [--seq SEQ]": it marks the session
+// read, up to SEQ or everything so far.
+func (c *cli) read(args []string) error {
+	seq := c.fs.Int64("seq", 0, "read up to this seq (default: everything so far)")
+	pos, err := c.parse(args, 1, "read SESSION [--seq SEQ]")
+	if err != nil {
+		return err
+	}
+	s, err := c.c.MarkRead(c.ctx, pos[0], *seq)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(s)
+	}
+	_, err = fmt.Fprintf(c.stdout, "%s read up to seq %d of %d, %d unread\n", s.ID, s.ReadSeq, s.LastSeq, s.Unread)
+	return err
+}
+
+// state handles "kerneld state SESSION [--set JSON]": it prints the
+// session's app state, after replacing it with --set.
+func (c *cli) state(args []string) error {
+	set := c.fs.String("set", "", "replace the state with this JSON value")
+	pos, err := c.parse(args, 1, "state SESSION [--set JSON]")
+	if err != nil {
+		return err
+	}
+	var state json.RawMessage
+	if isFlagSet(c.fs, "set") {
+		if !json.Valid([]byte(*set)) {
+			return fmt.Errorf("--set: %q is not a JSON value", *set)
+		}
+		state, err = c.c.PutState(c.ctx, pos[0], json.RawMessage(*set))
+	} else {
+		state, err = c.c.GetState(c.ctx, pos[0])
+	}
+	if err != nil {
+		return err
+	}
+	return c.printJSON(state)
 }
 
 // approve handles "kerneld approve SESSION RUN CALL [--deny reason]".

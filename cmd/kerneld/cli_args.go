@@ -11,6 +11,8 @@ import (
 // cliCommandsHelp lists the client commands, for both usages.
 const cliCommandsHelp = `  agents                          list the agents
   sessions [ls] [--agent A] [--state S] [--limit N] [--cursor C]
+  sessions --watch [--agent A]    print the sessions, then each change to them
+                                  (status, title, approvals, unread) as it happens
   sessions get SESSION            print a session as JSON
   sessions rm SESSION [--cascade] delete a session
   run AGENT "input"               run input in a new session, print the answer
@@ -23,6 +25,8 @@ const cliCommandsHelp = `  agents                          list the agents
                                   approve (or deny) a tool call; --always
                                   approves the tool for the rest of the session
   inbox [--agent A]               the approvals waiting across your sessions
+  read SESSION [--seq SEQ]        mark a session read (up to SEQ, default all)
+  state SESSION [--set JSON]      print (or replace) a session's app state
   version                         print the version
 `
 

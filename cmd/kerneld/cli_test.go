@@ -277,6 +277,20 @@ func TestCLI_AgentsSessionsWatch(t *testing.T) {
 	require.NoError(t, err)
 	w.waitOutput(t, regexp.MustCompile(`> watched\nwatched\n$`))
 
+	require.Eventually(t, func() bool {
+		out, err = cliOutput(t, srv.URL, "sessions")
+		return err == nil && regexp.MustCompile(`(?m)^`+s.ID+`\s+echo\s+completed\s+.*\s1\s+\S+$`).MatchString(out)
+	}, 10*time.Second, 10*time.Millisecond, "the answer never counted unread: %s", out)
+	out, err = cliOutput(t, srv.URL, "read", s.ID)
+	require.NoError(t, err)
+	assert.Regexp(t, `^`+s.ID+` read up to seq (\d+) of \d+, 0 unread\n$`, out)
+	out, err = cliOutput(t, srv.URL, "state", s.ID, "--set", `{"step":1}`)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"step":1}`, out)
+	out, err = cliOutput(t, srv.URL, "state", s.ID)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"step":1}`, out)
+
 	out, err = cliOutput(t, srv.URL, "sessions", "rm", s.ID)
 	require.NoError(t, err)
 	assert.Equal(t, "deleted "+s.ID+"\n", out)

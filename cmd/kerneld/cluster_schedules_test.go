@@ -52,6 +52,9 @@ func testScheduleFiresOnce(t *testing.T, store sharedStore) {
 	for _, id := range ids {
 		assert.Equal(t, 1, runCount(t, replicas[0], id), "runs of session %s", id)
 	}
+	var page struct{ Data []map[string]any }
+	getJSON(t, a.base+"/sessions/"+sentinel+"/runs", &page)
+	assert.Equal(t, "schedule", page.Data[0]["source"], "a firing's run says a schedule posted it")
 }
 
 // TestCluster_ScheduleAfterDowntime: a schedule due while no replica ran

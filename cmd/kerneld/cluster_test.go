@@ -461,7 +461,7 @@ func testFencing(t *testing.T, store sharedStore) {
 	runID := post(t, a.base+"/sessions/"+id+"/run", `{"input":"go"}`)["id"].(string)
 	body := stream(t, b.base, id, 0)
 	defer body.Close()
-	seen := body.until(t, func(f sseFrame) bool { return f.event == "TEXT_MESSAGE_CONTENT" })
+	seen := body.until(t, assistantText())
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

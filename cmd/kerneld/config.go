@@ -134,6 +134,10 @@ type LogConfig struct {
 type AuthConfig struct {
 	APIKeys   []APIKey `yaml:"api_keys"`
 	AdminKeys []string `yaml:"admin_keys"`
+	// UserHeader reads who reads a session (read cursors, unread counts)
+	// from X-Kerneld-User, for a proxy that authenticates its users and
+	// calls kerneld with one key; otherwise each key is one reader.
+	UserHeader bool `yaml:"user_header"`
 }
 
 // APIKey is one bearer token and the tenant it acts as.

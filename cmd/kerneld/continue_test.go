@@ -446,7 +446,7 @@ func TestProcess_SIGTERMContinues(t *testing.T) {
 	id := post(t, p1.base+"/sessions", `{"agent":"paced"}`)["id"].(string)
 	runID := post(t, p1.base+"/sessions/"+id+"/run", `{"input":"what time is it?"}`)["id"].(string)
 	body := stream(t, p1.base, id, 0)
-	body.until(t, func(f sseFrame) bool { return f.event == "TEXT_MESSAGE_CONTENT" })
+	body.until(t, assistantText()) // the model is mid-step
 	body.Close()
 	require.NoError(t, p1.cmd.Process.Signal(syscall.SIGTERM))
 	termed := time.Now()

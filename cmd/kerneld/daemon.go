@@ -308,7 +308,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 	}
 	d.handler = httpapi.New(d.kernel, d.streams, httpapi.Options{
 		Logger: d.log.With("system", "http"), APIKeys: cfg.apiKeys(), AdminKeys: cfg.Auth.AdminKeys,
-		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, RequestTimeout: cfg.HTTP.RequestTimeout,
+		UserHeader: cfg.Auth.UserHeader, MaxBodyBytes: cfg.HTTP.MaxBodyBytes, RequestTimeout: cfg.HTTP.RequestTimeout,
 		ReadTimeout: cfg.HTTP.ReadTimeout, MinBodyRate: cfg.HTTP.MinBodyRate, BodyRateGrace: cfg.HTTP.BodyRateGrace,
 		MaxStreams: d.conns.maxStreams, MaxStreamsPerTenant: cfg.HTTP.MaxStreamsPerTenant, Feed: d.feed,
 		CORSOrigins: cfg.HTTP.CORSOrigins, Quotas: d.quotas, Metrics: metrics, OpenAPI: api.OpenAPI, Version: version,

@@ -29,12 +29,12 @@ func (g guards) CheckToolCall(ctx context.Context, spec agents.GuardSpec, sess g
 }
 
 // CheckRun implements kernel.Guards.
-func (g guards) CheckRun(ctx context.Context, spec agents.GuardSpec, sess guard.Session, runID, input string) guard.Decision {
+func (g guards) CheckRun(ctx context.Context, spec agents.GuardSpec, sess guard.Session, runID, input string, resume *guard.Resume) guard.Decision {
 	gd, err := guard.New(guardConfig(spec), g.policy)
 	if err != nil {
 		return misconfigured(err)
 	}
-	return g.caller.CheckRun(ctx, gd, sess, runID, input)
+	return g.caller.CheckRun(ctx, gd, sess, runID, input, resume)
 }
 
 // misconfigured is the decision of a guard that cannot be called: the

@@ -99,6 +99,28 @@ type sseFrame struct {
 	data  string
 }
 
+// assistantText returns a stop function for readUntil that stops at the
+// first content of an assistant message. A run's log starts with the
+// user's input as a message of its own, whose content frames come before
+// the model says anything.
+func assistantText() func(sseFrame) bool {
+	assistant := map[string]bool{}
+	return func(f sseFrame) bool {
+		var ev struct {
+			MessageID string `json:"messageId"`
+			Role      string `json:"role"`
+		}
+		_ = json.Unmarshal([]byte(f.data), &ev)
+		switch f.event {
+		case "TEXT_MESSAGE_START":
+			assistant[ev.MessageID] = ev.Role == "assistant"
+		case "TEXT_MESSAGE_CONTENT":
+			return assistant[ev.MessageID]
+		}
+		return false
+	}
+}
+
 // readUntil reads frames from an SSE body until stop returns true.
 func readUntil(t *testing.T, body io.Reader, stop func(sseFrame) bool) []sseFrame {
 	t.Helper()

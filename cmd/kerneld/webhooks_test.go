@@ -119,6 +119,14 @@ type hookReceiver struct {
 	payloads []map[string]any
 	ids      map[string]int // webhook-id: how often it came
 	forged   int
+	down     bool // answers 503 to everything, keeping nothing
+}
+
+// setDown takes the receiver down (503 to everything) or brings it back.
+func (h *hookReceiver) setDown(down bool) {
+	h.mu.Lock()
+	h.down = down
+	h.mu.Unlock()
 }
 
 func newHookReceiver(t *testing.T, secret string) *hookReceiver {
@@ -139,6 +147,10 @@ func newHookReceiverAt(t *testing.T, secret, addr string) *hookReceiver {
 		body, _ := io.ReadAll(r.Body)
 		h.mu.Lock()
 		defer h.mu.Unlock()
+		if h.down {
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
 		if err := key.Verify(r.Header, body, time.Now(), 5*time.Minute); err != nil {
 			h.forged++
 			http.Error(w, err.Error(), http.StatusUnauthorized)

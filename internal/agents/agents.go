@@ -48,6 +48,16 @@ type Spec struct {
 	ApprovalTimeout time.Duration
 	// ChildAgents are the agents this one may spawn; none when empty.
 	ChildAgents []string
+	// ChildResults says how the answer of a child this agent started in
+	// the background (spawn_agent with wait: false) reaches its session
+	// while a run is active: ChildResultsQueue (the default) queues it as
+	// the next run; ChildResultsSteer folds it into the active run before
+	// its next model call. An idle session runs it at once either way.
+	ChildResults string
+	// Peers are the agents that may take turns with this one on one
+	// conversation: a run of agent B on a session of agent A needs B in
+	// A's peers, A in B's, and B among the session's agents.
+	Peers []string
 	// MaxResumes bounds how often a run of the agent is continued after
 	// its process died under it (a crash, a replica lost): the next time,
 	// it ends interrupted with code resume_limit. Default 3.
@@ -228,6 +238,15 @@ func (m MCPServer) Allows(tool string) bool {
 // unfinished is continued rather than ended interrupted.
 func (s Spec) Continues() bool { return s.OnCrash != OnCrashInterrupt }
 
+// How a background child's answer reaches a busy parent (Spec.ChildResults).
+const (
+	ChildResultsQueue = "queue"
+	ChildResultsSteer = "steer"
+)
+
+// PeersWith reports whether the agent names agent among its peers.
+func (s Spec) PeersWith(agent string) bool { return slices.Contains(s.Peers, agent) }
+
 // MaySpawn reports whether the agent may spawn agent.
 func (s Spec) MaySpawn(agent string) bool { return slices.Contains(s.ChildAgents, agent) }
 
@@ -269,6 +288,9 @@ func withDefaults(s Spec) Spec {
 	}
 	if s.MaxResumes == 0 {
 		s.MaxResumes = defaultMaxResumes
+	}
+	if s.ChildResults == "" {
+		s.ChildResults = ChildResultsQueue
 	}
 	if s.OnCrash == "" {
 		s.OnCrash = OnCrashContinue

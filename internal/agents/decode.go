@@ -95,6 +95,8 @@ func parse(data []byte, getenv func(string) string) (Spec, error) {
 		"permission_modes": value(&s.PermissionModes),
 		"title_model":      value(&s.TitleModel),
 		"child_agents":     value(&s.ChildAgents),
+		"child_results":    value(&s.ChildResults),
+		"peers":            value(&s.Peers),
 		"client_tools": func(p string, n *yaml.Node) error {
 			allowed := true
 			err := value(&allowed)(p, n)

@@ -134,6 +134,7 @@ func TestLoad(t *testing.T) {
 		MaxTurns:     8,
 		MaxResumes:   5,
 		OnCrash:      agents.OnCrashInterrupt,
+		ChildResults: agents.ChildResultsQueue,
 		Limits:       agents.Limits{MaxChildren: 2, MaxDepth: 3, RunTimeout: 90 * time.Second},
 		Memory: agents.MemoryPolicy{MaxHistoryMessages: 50, Compaction: &agents.CompactionPolicy{
 			AtTokens: 4000, KeepLast: 6, Model: "gpt-4o-mini", Prompt: "Summarise.",

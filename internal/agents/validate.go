@@ -105,7 +105,10 @@ func validate(s Spec, opts Options) error {
 	if err := validateMCPServers(s.MCPServers); err != nil {
 		return err
 	}
-	if err := validateChildAgents(s.ChildAgents); err != nil {
+	if err := validateAgentNames("child_agents", s.ChildAgents); err != nil {
+		return err
+	}
+	if err := validateAgentNames("peers", s.Peers); err != nil {
 		return err
 	}
 	if err := validateOverrides(s.Overrides); err != nil {
@@ -177,6 +180,8 @@ func validateLimits(s Spec) error {
 		return fieldError("max_resumes", "must not be negative")
 	case s.OnCrash != OnCrashContinue && s.OnCrash != OnCrashInterrupt:
 		return fieldError("on_crash", "must be %q or %q, got %q", OnCrashContinue, OnCrashInterrupt, s.OnCrash)
+	case s.ChildResults != ChildResultsQueue && s.ChildResults != ChildResultsSteer:
+		return fieldError("child_results", "must be %q or %q, got %q", ChildResultsQueue, ChildResultsSteer, s.ChildResults)
 	}
 	for _, m := range s.PermissionModes {
 		if !slices.Contains(PermissionModes, m) {
@@ -216,12 +221,13 @@ func validateMCPServers(servers []MCPServer) error {
 	return nil
 }
 
-// validateChildAgents checks the names the agent may spawn; whether they
-// exist is checked once every agent is loaded.
-func validateChildAgents(names []string) error {
+// validateAgentNames checks the agent names listed in field (the agents
+// it may spawn, its peers); whether they exist is checked once every
+// agent is loaded.
+func validateAgentNames(field string, names []string) error {
 	for i, name := range names {
 		if !namePattern.MatchString(name) {
-			return fieldError(fmt.Sprintf("child_agents[%d]", i), "%q is not an agent name", name)
+			return fieldError(fmt.Sprintf("%s[%d]", field, i), "%q is not an agent name", name)
 		}
 	}
 	return nil

@@ -30,7 +30,8 @@ type request struct {
 	RunID     string    `json:"run_id"`
 	Session   Session   `json:"session"`
 	ToolCall  *ToolCall `json:"tool_call,omitempty"`
-	Input     *string   `json:"input,omitempty"` // before_run: the run's input
+	Input     *string   `json:"input,omitempty"`  // before_run: the run's input
+	Resume    *Resume   `json:"resume,omitempty"` // before_run: the run is being continued
 }
 
 // response is what a guard answers.
@@ -66,9 +67,11 @@ func (c *Caller) CheckToolCall(ctx context.Context, g Guard, sess Session, runID
 		Allow, Deny, Ask, Rewrite)
 }
 
-// CheckRun asks g whether sess's run runID may start with input.
-func (c *Caller) CheckRun(ctx context.Context, g Guard, sess Session, runID, input string) Decision {
-	return c.call(ctx, g, request{Type: TypeBeforeRun, RunID: runID, Session: sess, Input: &input}, Allow, Deny, Annotate)
+// CheckRun asks g whether sess's run runID may start with input, or,
+// when resume is set, go on from where a stopped process left it.
+func (c *Caller) CheckRun(ctx context.Context, g Guard, sess Session, runID, input string, resume *Resume) Decision {
+	return c.call(ctx, g, request{Type: TypeBeforeRun, RunID: runID, Session: sess, Input: &input, Resume: resume},
+		Allow, Deny, Annotate)
 }
 
 // call sends req to g and reads a decision among allowed; any failure

@@ -114,6 +114,15 @@ type Session struct {
 	Depth    int               `json:"depth"`
 }
 
+// Resume tells a before_run guard that the run it is asked about already
+// started and is being continued by another process (after a crash, a
+// take-over or a hand-off at shutdown): it is asked again before the run
+// goes on, as the run's tool calls made again are.
+type Resume struct {
+	Step   int    `json:"step"`   // the model calls the run had completed
+	Reason string `json:"reason"` // crash, takeover, shutdown or store_outage
+}
+
 // ToolCall is a tool call a guard is asked about.
 type ToolCall struct {
 	ID        string          `json:"id"`

@@ -129,14 +129,14 @@ func TestCheckRun(t *testing.T) {
 	g := mustGuard(t, guard.Config{URL: ps.URL, Secret: secret, BeforeRun: true})
 	c := guard.NewCaller(webhook.Policy{}, "kerneld/test")
 
-	assert.Equal(t, guard.Allow, c.CheckRun(t.Context(), g, sess, "r1", "hello").Action)
-	d := c.CheckRun(t.Context(), g, sess, "r2", "drop tables")
+	assert.Equal(t, guard.Allow, c.CheckRun(t.Context(), g, sess, "r1", "hello", nil).Action)
+	d := c.CheckRun(t.Context(), g, sess, "r2", "drop tables", nil)
 	assert.Equal(t, guard.Deny, d.Action)
 	assert.Equal(t, "not in this workspace", d.Reason)
-	d = c.CheckRun(t.Context(), g, sess, "r3", "summarise")
+	d = c.CheckRun(t.Context(), g, sess, "r3", "summarise", nil)
 	assert.Equal(t, guard.Annotate, d.Action)
 	assert.Equal(t, "The user is on the free plan.", d.Annotation)
-	d = c.CheckRun(t.Context(), g, sess, "r4", "ask first")
+	d = c.CheckRun(t.Context(), g, sess, "r4", "ask first", nil)
 	assert.True(t, d.Failed, "a run cannot be asked about")
 	assert.Equal(t, guard.Deny, d.Action)
 

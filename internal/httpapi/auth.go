@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"net/http"
 	"strings"
 
@@ -15,6 +17,10 @@ type principal struct {
 	tenant   string // the tenant whose sessions it sees; "" for an operator key
 	operator bool   // may read operational data of every tenant (/metrics)
 	keyed    bool   // it presented a valid key
+	// reader is who reads sessions, for read cursors and unread counts:
+	// the key (by a digest, never the key itself), or the user a trusted
+	// proxy names in X-Kerneld-User (Options.UserHeader).
+	reader string
 }
 
 type principalKey struct{}
@@ -42,6 +48,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.unauthorized(w, r)
 			return
 		}
+		s.setReader(&p, r)
 		ctx := context.WithValue(r.Context(), principalKey{}, p)
 		if p.tenant != "" {
 			ctx = kernel.WithTenant(ctx, p.tenant)
@@ -135,3 +142,36 @@ func matchKey(keys []string, token string) bool {
 	}
 	return found
 }
+
+// UserHeader names the user a trusted proxy reads for, when the operator
+// enables it (Options.UserHeader): read cursors and unread counts are
+// then that user's, not the API key's.
+const UserHeader = "X-Kerneld-User"
+
+// setReader sets who p reads as: the user r names in UserHeader when
+// the operator enables it and r names one, else p's key, else (no keys
+// configured) everyone alike. Both are kept by a digest, so a cursor
+// costs the same whatever the name, and no key is stored. The reader is
+// no security boundary: whoever holds a tenant's key reads all its
+// sessions anyway, so the header is trusted from any caller with a key,
+// which is the proxy in front of kerneld.
+func (s *Server) setReader(p *principal, r *http.Request) {
+	switch user, token := r.Header.Get(UserHeader), bearerToken(r.Header.Get("Authorization")); {
+	case s.opts.UserHeader && user != "":
+		p.reader = "user:" + digest(user)
+	case p.keyed && token != "":
+		p.reader = "key:" + digest(token)
+	default:
+		p.reader = "anonymous"
+	}
+}
+
+// digest is a short digest of s: 64 bits, plenty among one session's
+// readers.
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
+}
+
+// readerFrom returns who the request reads as (see setReader).
+func readerFrom(r *http.Request) string { return principalFrom(r.Context()).reader }

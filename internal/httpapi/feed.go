@@ -30,6 +30,9 @@ type feedSummary struct {
 	UpdatedAt        time.Time         `json:"updated_at"`
 	LastSeq          int64             `json:"last_seq"`
 	PendingApprovals int               `json:"pending_approvals"`
+	// Unread counts the assistant messages the stream's reader has not
+	// read (PUT /sessions/{id}/read).
+	Unread int `json:"unread"`
 }
 
 // feedEvent is the data of one frame of the feed.
@@ -47,13 +50,15 @@ type feedSnapshot struct {
 	Data []feedSummary `json:"data"`
 }
 
-func toFeedSummary(s kernel.FeedSummary) feedSummary {
+// toFeedSummary shapes s as reader sees it.
+func toFeedSummary(s kernel.FeedSummary, reader string) feedSummary {
 	md := s.Metadata
 	if md == nil {
 		md = map[string]string{}
 	}
 	return feedSummary{ID: session.PublicID(s.ID), Agent: s.Agent, Title: nullable(s.Title), Name: nullable(s.Name),
-		Metadata: md, Status: s.Status, UpdatedAt: s.UpdatedAt, LastSeq: s.LastSeq, PendingApprovals: s.PendingApprovals}
+		Metadata: md, Status: s.Status, UpdatedAt: s.UpdatedAt, LastSeq: s.LastSeq, PendingApprovals: s.PendingApprovals,
+		Unread: s.Unread(reader)}
 }
 
 // feedStream is one client's GET /sessions/events.
@@ -62,6 +67,7 @@ type feedStream struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
 	tenant string
+	reader string              // whose unread counts it shows
 	filter kernel.ListSessions // agent and metadata, as GET /sessions takes them
 	after  int64               // the seq of the last entry sent or skipped
 	buf    []byte
@@ -93,7 +99,7 @@ func (s *Server) handleSessionFeed(w http.ResponseWriter, r *http.Request) error
 	if !hasCursor(r) {
 		after = head // no cursor: what happens from now on
 	}
-	fs := &feedStream{s: s, w: w, rc: http.NewResponseController(w), tenant: tenant, after: after,
+	fs := &feedStream{s: s, w: w, rc: http.NewResponseController(w), tenant: tenant, reader: readerFrom(r), after: after,
 		filter: kernel.ListSessions{Agent: r.URL.Query().Get("agent"), Metadata: md}, idle: time.NewTimer(s.streams.opts.Heartbeat)}
 	defer fs.idle.Stop()
 	if snapshot || fs.missed(r.Context(), after) {
@@ -140,7 +146,7 @@ func (fs *feedStream) snapshot(ctx context.Context, head int64) error {
 		if err != nil {
 			return err
 		}
-		snap.Data = append(snap.Data, toFeedSummary(sum))
+		snap.Data = append(snap.Data, toFeedSummary(sum, fs.reader))
 	}
 	fs.after = head
 	return fs.appendFrame(head, "snapshot", snap)
@@ -191,7 +197,7 @@ func (fs *feedStream) step(ctx context.Context) (int, error) {
 		if !fs.passes(sum) {
 			continue
 		}
-		if err := fs.appendFrame(e.Seq, e.Kind, feedEvent{Type: e.Kind, Seq: e.Seq, Time: e.Time.UTC(), Session: toFeedSummary(sum)}); err != nil {
+		if err := fs.appendFrame(e.Seq, e.Kind, feedEvent{Type: e.Kind, Seq: e.Seq, Time: e.Time.UTC(), Session: toFeedSummary(sum, fs.reader)}); err != nil {
 			return 0, err
 		}
 	}

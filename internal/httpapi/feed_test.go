@@ -23,6 +23,7 @@ type feedFrame struct {
 	session string
 	status  string
 	pending float64
+	unread  float64
 }
 
 // nextFeedFrames reads n event frames of a feed stream.
@@ -49,7 +50,8 @@ func nextFeedFrames(t *testing.T, s *sseStream, n int) []feedFrame {
 			t.Errorf("frame %d %s carries type %s seq %d", f.id, f.event, data.Type, data.Seq)
 		}
 		out = append(out, feedFrame{id: f.id, event: f.event, session: fmt.Sprint(data.Session["id"]),
-			status: fmt.Sprint(data.Session["status"]), pending: toFloat(data.Session["pending_approvals"])})
+			status: fmt.Sprint(data.Session["status"]), pending: toFloat(data.Session["pending_approvals"]),
+			unread: toFloat(data.Session["unread"])})
 	}
 	return out
 }

@@ -48,7 +48,7 @@ func (s *Server) handleSessionFork(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	w.Header().Set("Location", "/sessions/"+fork.ID)
-	return writeJSON(w, http.StatusCreated, toSessionResponse(fork))
+	return writeJSON(w, http.StatusCreated, toSessionResponse(fork, readerFrom(r)))
 }
 
 // handleRunRegenerate handles "POST /sessions/{id}/runs/{run_id}/regenerate".
@@ -59,7 +59,7 @@ func (s *Server) handleRunRegenerate(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	w.Header().Set("Location", "/sessions/"+fork.ID+"/runs/"+run.ID)
-	return writeJSON(w, http.StatusAccepted, regenerateResponse{Session: toSessionResponse(fork), Run: toRunResponse(run)})
+	return writeJSON(w, http.StatusAccepted, regenerateResponse{Session: toSessionResponse(fork, readerFrom(r)), Run: toRunResponse(run)})
 }
 
 // handleSessionClose handles "POST /sessions/{id}/close".
@@ -72,7 +72,7 @@ func (s *Server) handleSessionClose(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toSessionResponse(sess))
+	return writeJSON(w, http.StatusOK, toSessionResponse(sess, readerFrom(r)))
 }
 
 // decodeOptional is decode for a body that may be left out: an empty

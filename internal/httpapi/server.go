@@ -26,7 +26,11 @@ type Options struct {
 	APIKeys map[string]string
 	// AdminKeys are operator keys: they read /metrics and act as no
 	// tenant. When set, /metrics needs one, with or without APIKeys.
-	AdminKeys      []string
+	AdminKeys []string
+	// UserHeader reads the reader of a request (read cursors, unread
+	// counts) from X-Kerneld-User when the request has it: for a proxy
+	// in front of kerneld that authenticates its users itself.
+	UserHeader     bool
 	MaxBodyBytes   int64         // default 1 MiB
 	RequestTimeout time.Duration // request/response routes; default 30 s
 	// ReadTimeout bounds reading a request body, counted from when the

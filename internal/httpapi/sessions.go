@@ -116,19 +116,25 @@ func (req updateSessionRequest) Validate() error {
 }
 
 type sessionResponse struct {
-	ID           string                     `json:"id"`
-	Agent        string                     `json:"agent"`
-	Name         *string                    `json:"name"`
-	Title        *string                    `json:"title"`
-	Metadata     map[string]string          `json:"metadata"`
-	State        session.State              `json:"state"`
-	Status       session.Status             `json:"status"`
-	ParentID     *string                    `json:"parent_id"`
-	RootID       string                     `json:"root_id"`
-	Depth        int                        `json:"depth"`
-	Tenant       string                     `json:"tenant"`
-	ActiveRunID  *string                    `json:"active_run_id"`
-	LastSeq      int64                      `json:"last_seq"`
+	ID          string            `json:"id"`
+	Agent       string            `json:"agent"`
+	Name        *string           `json:"name"`
+	Title       *string           `json:"title"`
+	Metadata    map[string]string `json:"metadata"`
+	State       session.State     `json:"state"`
+	Status      session.Status    `json:"status"`
+	ParentID    *string           `json:"parent_id"`
+	RootID      string            `json:"root_id"`
+	Depth       int               `json:"depth"`
+	Tenant      string            `json:"tenant"`
+	ActiveRunID *string           `json:"active_run_id"`
+	LastSeq     int64             `json:"last_seq"`
+	// Unread counts the assistant messages after the caller's read
+	// cursor, ReadSeq (PUT /sessions/{id}/read).
+	Unread  int   `json:"unread"`
+	ReadSeq int64 `json:"read_seq"`
+	// QueuedRuns counts the runs waiting to start.
+	QueuedRuns   int                        `json:"queued_runs"`
 	TTL          *string                    `json:"ttl"`
 	ExpiresAt    *time.Time                 `json:"expires_at"`
 	Inherit      *inheritBody               `json:"inherit"`
@@ -141,7 +147,9 @@ type sessionResponse struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-func toSessionResponse(s session.Session) sessionResponse {
+// toSessionResponse shapes s as reader sees it: its unread count and
+// read cursor are reader's.
+func toSessionResponse(s session.Session, reader string) sessionResponse {
 	md := s.Metadata
 	if md == nil {
 		md = map[string]string{}
@@ -159,9 +167,8 @@ func toSessionResponse(s session.Session) sessionResponse {
 		ParentID: nullable(session.PublicID(s.ParentID)), RootID: session.PublicID(s.RootID), Depth: s.Depth, Tenant: s.Tenant,
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
 		ClosedReason: nullable(s.ClosedReason), Overrides: toOverridesBody(s.Overrides), permissionsResponse: toPermissionsResponse(s),
-		Title:      nullable(s.Title),
-		MCPServers: toSessionMCPServers(s.MCPServers),
-		CreatedAt:  s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
+		Title: nullable(s.Title), MCPServers: toSessionMCPServers(s.MCPServers), Unread: s.Unread(reader), ReadSeq: s.ReadCursors[reader],
+		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
 	if s.ForkedFrom != "" {
 		out.ForkedFrom = &forkedFromResponse{SessionID: session.PublicID(s.ForkedFrom), MessagePosition: s.ForkPosition}
@@ -212,9 +219,9 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 		if req.ID == nil {
 			w.Header().Set("Idempotent-Replayed", "true")
 		}
-		return writeJSON(w, http.StatusOK, toSessionResponse(sess))
+		return writeJSON(w, http.StatusOK, toSessionResponse(sess, readerFrom(r)))
 	}
-	return writeJSON(w, http.StatusCreated, toSessionResponse(sess))
+	return writeJSON(w, http.StatusCreated, toSessionResponse(sess, readerFrom(r)))
 }
 
 // idempotencyKey reads the request's Idempotency-Key header; "" if none.
@@ -250,12 +257,7 @@ func (s *Server) handleSessionGet(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	out := toSessionResponse(sess)
-	if out.Status, err = s.kernel.SessionStatus(r.Context(), sess); err != nil {
-		return err
-	}
-	withMCPStatus(out.MCPServers, s.kernel.SessionMCPStatus(sess))
-	return writeJSON(w, http.StatusOK, out)
+	return s.writeSession(w, r, sess)
 }
 
 // handleSessionUpdate handles "PATCH /sessions/{id}".
@@ -279,7 +281,7 @@ func (s *Server) handleSessionUpdate(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toSessionResponse(sess))
+	return s.writeSession(w, r, sess)
 }
 
 // handleSessionDelete handles "DELETE /sessions/{id}".

@@ -9,14 +9,28 @@ import (
 
 // writeSessions writes a page of sessions with their statuses.
 func (s *Server) writeSessions(w http.ResponseWriter, r *http.Request, p kernel.Page[session.Session]) error {
-	statuses, err := s.kernel.SessionStatuses(r.Context(), p.Items)
+	views, err := s.kernel.SessionViews(r.Context(), p.Items)
 	if err != nil {
 		return err
 	}
-	out := toList(p, toSessionResponse)
+	reader := readerFrom(r)
+	out := toList(p, func(s session.Session) sessionResponse { return toSessionResponse(s, reader) })
 	for i := range out.Data {
-		out.Data[i].Status = statuses[i]
+		out.Data[i].Status, out.Data[i].QueuedRuns = views[i].Status, views[i].QueuedRuns
 	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// writeSession writes sess as the caller sees it, with the status and
+// queued runs the kernel derives.
+func (s *Server) writeSession(w http.ResponseWriter, r *http.Request, sess session.Session) error {
+	views, err := s.kernel.SessionViews(r.Context(), []session.Session{sess})
+	if err != nil {
+		return err
+	}
+	out := toSessionResponse(sess, readerFrom(r))
+	out.Status, out.QueuedRuns = views[0].Status, views[0].QueuedRuns
+	withMCPStatus(out.MCPServers, s.kernel.SessionMCPStatus(sess))
 	return writeJSON(w, http.StatusOK, out)
 }
 

@@ -68,6 +68,22 @@ func (k *Kernel) announce(ctx context.Context, s session.Session, as ...webhook.
 	return n > 0
 }
 
+// announceRunEnded announces the end of run, which ended without events
+// of its own (it never started, or its start could not be logged), and
+// reports whether anything was announced. Like announceEvents, it is
+// written ahead of the record that ends the run; a failure is logged.
+func (k *Kernel) announceRunEnded(ctx context.Context, run session.Run) bool {
+	if k.announcer == nil {
+		return false
+	}
+	s, err := k.store.GetSession(ctx, run.SessionID)
+	if err != nil {
+		k.log.Error("announce run ended", "session", run.SessionID, "run", run.ID, "err", err)
+		return false
+	}
+	return k.announce(ctx, s, webhook.AnnounceRunEnded(s, run))
+}
+
 // announceable reports whether ev is one that webhooks announce.
 func announceable(ev *session.Event) bool {
 	switch ev.Type {

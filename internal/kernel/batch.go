@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -108,16 +109,23 @@ func (b *toolBatch) requestApprovals(gated []session.ToolCall) error {
 	return b.r.setWaiting(true)
 }
 
-// await makes gated reachable by decisions.
+// await makes gated reachable by decisions, beside the calls the run
+// awaits already (a continued run's earlier requests): their decisions,
+// and those already handed over, still reach it.
 func (b *toolBatch) await(gated []session.ToolCall) {
 	h, ar := b.r.h, b.r.ar
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ar.awaiting = make(map[string]bool, len(gated))
-	ar.decisions = make(chan decision, len(gated))
+	awaiting := make(map[string]bool, len(ar.awaiting)+len(gated))
+	maps.Copy(awaiting, ar.awaiting)
 	for _, c := range gated {
-		ar.awaiting[c.ID], b.gated[c.ID] = true, c
+		awaiting[c.ID], b.gated[c.ID] = true, c
 	}
+	decisions := make(chan decision, len(awaiting)+len(ar.decisions))
+	for len(ar.decisions) > 0 {
+		decisions <- <-ar.decisions
+	}
+	ar.awaiting, ar.decisions = awaiting, decisions
 }
 
 // collect records n results: of calls running and of calls decided, or

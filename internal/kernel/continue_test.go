@@ -66,6 +66,13 @@ func (s *mortalStore) AppendMessages(ctx context.Context, token int64, msgs ...s
 	return s.Store.AppendMessages(ctx, token, msgs...)
 }
 
+func (s *mortalStore) StartRun(ctx context.Context, token int64, st *session.RunStart) error {
+	if s.dead.Load() {
+		return errKilled
+	}
+	return s.Store.StartRun(ctx, token, st)
+}
+
 func (s *mortalStore) AppendEvents(ctx context.Context, token int64, evs []session.Event) error {
 	if s.dead.Load() {
 		return errKilled

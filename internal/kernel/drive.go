@@ -59,6 +59,7 @@ func (k *Kernel) drive(h *held) {
 		case <-h.wake:
 			k.control(h)
 		case <-tick:
+			h.wakes.Add(1) // a signal may have been lost: what the driver knows may be out of date
 			k.control(h)
 		case <-h.ctx.Done():
 			ar.cancel(context.Cause(h.ctx))
@@ -72,14 +73,16 @@ func (k *Kernel) drive(h *held) {
 // whether one started. Queued runs that can no longer start (their session
 // was closed, their agent is gone) are ended on the way.
 func (k *Kernel) startNext(h *held) bool {
-	if h.ctx.Err() != nil || k.checkOpen() != nil {
+	if h.ctx.Err() != nil || k.checkOpen() != nil || h.queueEmpty() {
 		return false
 	}
+	wakes := h.wakes.Load()
 	queue, err := k.queue(h.ctx, h.id)
 	if err != nil {
 		k.log.Error("read queue", "session", h.id, "err", err)
 		return false
 	}
+	h.sawQueue(wakes, len(queue))
 	for _, run := range queue {
 		if k.startQueued(h, run) {
 			return true
@@ -135,7 +138,9 @@ func (k *Kernel) control(h *held) {
 		}
 		k.forwardDecisions(h, ar, run.Decisions)
 	}
+	wakes := h.wakes.Load()
 	if queue, err := k.queue(ctx, h.id); err == nil {
+		h.sawQueue(wakes, len(queue))
 		k.takeQueue(h, ar, queue)
 	}
 }
@@ -202,6 +207,40 @@ func (k *Kernel) stopHere(sessionID, runID string, cause error) {
 	if ar := h.current(); ar != nil && (runID == "" || ar.run.ID == runID) {
 		ar.cancel(cause)
 	}
+}
+
+// interruptHere stops the active run when this replica runs session
+// sessionID, for by, a run just queued to interrupt it; its driver would
+// too, a moment later, when told. by is remembered until it starts: a
+// run the driver picked to start before by was queued, and starts only
+// now, is interrupted as it starts, not let run to its end.
+func (k *Kernel) interruptHere(sessionID string, by session.Run) {
+	h := k.owner.get(sessionID)
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.interrupter = &by
+	ar := h.active
+	h.mu.Unlock()
+	if ar != nil {
+		ar.cancel(errInterrupted)
+	}
+}
+
+// interruptedAtStart reports whether run, starting now, was posted before
+// the run queued to interrupt the session's run, and forgets that run if
+// it is the one starting or ending. Call with h.mu held.
+func (h *held) interruptedAtStart(run session.Run) bool {
+	by := h.interrupter
+	switch {
+	case by == nil:
+		return false
+	case by.ID == run.ID:
+		h.interrupter = nil
+		return false
+	}
+	return run.CreatedAt.Before(by.CreatedAt) || (run.CreatedAt.Equal(by.CreatedAt) && run.ID < by.ID)
 }
 
 // steerHere hands steer to the active run at once when this replica runs

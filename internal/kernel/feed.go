@@ -53,6 +53,15 @@ type FeedSummary struct {
 	// ReadCursors are the readers' cursors (see session.SessionExt), from
 	// which a stream works out its reader's unread count.
 	ReadCursors map[string]int64 `json:"read_cursors,omitempty"`
+	// Replies are the seqs of the session's latest assistant messages
+	// (see session.SessionExt.Replies).
+	Replies []int64 `json:"replies,omitempty"`
+}
+
+// Unread returns how many of the session's assistant messages reader has
+// not read.
+func (s *FeedSummary) Unread(reader string) int {
+	return session.UnreadOf(s.Replies, s.ReadCursors, reader)
 }
 
 // SummaryOf is s's summary from its record alone.
@@ -60,6 +69,7 @@ func SummaryOf(s session.Session) FeedSummary {
 	return FeedSummary{
 		Tenant: s.Tenant, ID: s.ID, Agent: s.Agent, Title: s.Title, Name: s.Name, Metadata: s.Metadata,
 		Status: session.StatusOf(&s), UpdatedAt: s.UpdatedAt.UTC(), LastSeq: s.LastSeq, ReadCursors: s.ReadCursors,
+		Replies: s.Replies,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/guard"
@@ -15,7 +16,9 @@ import (
 // logs every one in the run's log.
 type Guards interface {
 	CheckToolCall(ctx context.Context, g agents.GuardSpec, sess guard.Session, runID string, call guard.ToolCall) guard.Decision
-	CheckRun(ctx context.Context, g agents.GuardSpec, sess guard.Session, runID, input string) guard.Decision
+	// CheckRun asks before a run starts, or, with resume set, before a
+	// continued run goes on.
+	CheckRun(ctx context.Context, g agents.GuardSpec, sess guard.Session, runID, input string, resume *guard.Resume) guard.Decision
 }
 
 // GuardDecided is the CUSTOM event that logs a guard's decision.
@@ -30,7 +33,8 @@ type guardedCall struct {
 }
 
 // guardCalls asks the agent's guard about each of calls, in order, and
-// logs each decision. Without a guard, every call is as the model made it.
+// logs each decision, durably. Without a guard, every call is as the
+// model made it.
 func (r *runner) guardCalls(ctx context.Context, calls []session.ToolCall) ([]guardedCall, error) {
 	out := make([]guardedCall, len(calls))
 	for i, c := range calls {
@@ -48,6 +52,12 @@ func (r *runner) guardCalls(ctx context.Context, calls []session.ToolCall) ([]gu
 			return nil, err
 		}
 	}
+	// The decisions are durable before any call they allowed runs: a
+	// process that dies meanwhile leaves them in the log, where whoever
+	// continues the run finds the calls denied (see answerLeftCalls).
+	if _, err := r.events.flush(); err != nil {
+		return nil, &emitError{err: err}
+	}
 	return out, nil
 }
 
@@ -61,10 +71,7 @@ func (r *runner) guardCall(ctx context.Context, sess guard.Session, gc *guardedC
 	})
 	switch d.Action {
 	case guard.Deny:
-		gc.denied = "denied by the guard"
-		if d.Reason != "" {
-			gc.denied += ": " + d.Reason
-		}
+		gc.denied = guardDenial(d.Reason)
 	case guard.Ask:
 		gc.ask = true
 	case guard.Rewrite:
@@ -76,6 +83,32 @@ func (r *runner) guardCall(ctx context.Context, sess guard.Session, gc *guardedC
 	r.log.Info("guard decided", "tool", c.Name, "tool_call", c.ID, "decision", d.Action, "failed", d.Failed,
 		"duration", d.Duration)
 	return r.emit(session.Custom(GuardDecided, value))
+}
+
+// guardDenial is what the model sees for a call its guard denied.
+func guardDenial(reason string) string {
+	if reason == "" {
+		return "denied by the guard"
+	}
+	return "denied by the guard: " + reason
+}
+
+// guardDenials returns the tool calls of run runID that its guard denied,
+// as evs (its log) records the decisions: each call's id and what the
+// model is to see. A denied call never ran.
+func guardDenials(evs []session.Event, runID string) map[string]string {
+	out := map[string]string{}
+	for i := range evs {
+		ev := &evs[i]
+		if ev.RunID != runID || ev.Type != session.EventCustom || ev.Member("name") != GuardDecided {
+			continue
+		}
+		v := customValue(ev)
+		if str(v, "stage") == guard.TypeToolCall && str(v, "decision") == string(guard.Deny) {
+			out[str(v, "toolCallId")] = guardDenial(str(v, "reason"))
+		}
+	}
+	return out
 }
 
 // decisionValue is the value of the CUSTOM event logging d.
@@ -125,10 +158,15 @@ func guardEnding(err error) (code, message string, ok bool) {
 	return session.ErrorCodeGuardDenied, ge.Error(), true
 }
 
+// guardNote describes a before_run guard's annotation among the run's
+// context entries.
+const guardNote = "Note from the operator's guard"
+
 // guardRun asks the agent's guard, when it wants to be asked before each
 // run, whether the run may start with its input, and logs the decision:
 // a refusal ends the run (RUN_ERROR guard_denied), an annotation is added
-// to the context the model sees.
+// to the context the model sees. A continued run is asked about again
+// before it goes on (see recheckRun), the request saying from where.
 func (r *runner) guardRun(ctx context.Context) error {
 	g := r.spec.Guard
 	if g == nil || !g.BeforeRun || r.k.guards == nil || r.run.Kind != "" {
@@ -138,11 +176,19 @@ func (r *runner) guardRun(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d := r.k.guards.CheckRun(ctx, *g, sess, r.run.ID, r.run.Input)
+	var resume *guard.Resume
+	if from := r.ar.from; from != nil && r.ar.started == nil {
+		resume = &guard.Resume{Step: from.step, Reason: from.reason}
+	}
+	d := r.k.guards.CheckRun(ctx, *g, sess, r.run.ID, r.run.Input, resume)
 	r.traceGuard(ctx, guard.TypeBeforeRun, string(d.Action), d.Failed, d.Duration)
 	value := decisionValue(d)
 	value["stage"] = guard.TypeBeforeRun
-	r.log.Info("guard decided", "stage", guard.TypeBeforeRun, "decision", d.Action, "failed", d.Failed, "duration", d.Duration)
+	if resume != nil {
+		value["resumed"] = true
+	}
+	r.log.Info("guard decided", "stage", guard.TypeBeforeRun, "decision", d.Action, "failed", d.Failed, "duration", d.Duration,
+		"resumed", resume != nil)
 	if err := r.emit(session.Custom(GuardDecided, value)); err != nil {
 		return err
 	}
@@ -150,10 +196,37 @@ func (r *runner) guardRun(ctx context.Context) error {
 	case guard.Deny:
 		return &guardDeniedError{reason: d.Reason}
 	case guard.Annotate:
-		r.run.Context = append(r.run.Context, session.ContextEntry{Description: "Note from the operator's guard", Value: d.Annotation})
+		note := session.ContextEntry{Description: guardNote, Value: d.Annotation}
+		if slices.Contains(r.run.Context, note) {
+			return nil // said when the run started, or before it was continued
+		}
+		r.run.Context = append(r.run.Context, note)
 		if err := r.k.saveRun(r.storeCtx(), r.run); err != nil {
 			return &emitError{err: err}
 		}
 	}
 	return nil
+}
+
+// recheckRun asks the before_run guard again before a continued run goes
+// on: the operator's policy may have changed since the run started, and a
+// process that died while asking never logged the answer. open are the
+// tool calls the run left without a result: a refusal ends the run, and
+// its end answers them and resolves the approvals they awaited.
+func (r *runner) recheckRun(ctx context.Context, open []session.ToolCall) error {
+	err := r.guardRun(ctx)
+	if _, denied := errors.AsType[*guardDeniedError](err); !denied || len(open) == 0 {
+		return err
+	}
+	r.pending = append(r.pending, open...)
+	evs, lerr := r.k.runEvents(ctx, *r.run)
+	if lerr != nil {
+		r.log.Error("read the approvals a refused run awaited", "err", lerr) // listed as the run's end leaves them
+	}
+	for _, a := range approvalsOf(evs, r.run.ID, false) {
+		if a.State == ApprovalPending {
+			r.undecided = append(r.undecided, a.ToolCallID)
+		}
+	}
+	return err
 }

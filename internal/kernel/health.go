@@ -12,36 +12,53 @@ import (
 // counts as stalled, unless configured otherwise.
 const DefaultStallAfter = 2 * time.Minute
 
-// SessionStatuses returns the status of each of ss (see session.Status).
-// The record gives most; a running session is stalled when its log's
-// newest event says so, and an idle one is queued when it has a run
-// waiting to start. It reads the newest event of each running session
+// SessionView is what the API shows of a session beyond its record.
+type SessionView struct {
+	Status session.Status
+	// QueuedRuns counts the session's runs waiting to start.
+	QueuedRuns int
+}
+
+// SessionStatuses returns the status of each of ss (see SessionViews).
+func (k *Kernel) SessionStatuses(ctx context.Context, ss []session.Session) ([]session.Status, error) {
+	views, err := k.SessionViews(ctx, ss)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]session.Status, len(views))
+	for i, v := range views {
+		out[i] = v.Status
+	}
+	return out, nil
+}
+
+// SessionViews returns the status (see session.Status) and queued runs
+// of each of ss. The record gives most; a running session is stalled when
+// its log's newest event says so, and an idle one is queued when it has a
+// run waiting to start. It reads the newest event of each running session
 // and, once for all of ss, the runs queued in the store, which are few:
 // only busy sessions queue.
-func (k *Kernel) SessionStatuses(ctx context.Context, ss []session.Session) ([]session.Status, error) {
-	out := make([]session.Status, len(ss))
-	var queued map[string]bool
+func (k *Kernel) SessionViews(ctx context.Context, ss []session.Session) ([]SessionView, error) {
+	out := make([]SessionView, len(ss))
+	queued, err := k.queuedSessions(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for i := range ss {
 		s := &ss[i]
-		out[i] = session.StatusOf(s)
-		switch out[i] {
+		out[i] = SessionView{Status: session.StatusOf(s), QueuedRuns: queued[s.ID]}
+		switch out[i].Status {
 		case session.StatusRunning:
 			stalled, err := k.stalled(ctx, s.ID, s.LastSeq)
 			if err != nil {
 				return nil, err
 			}
 			if stalled {
-				out[i] = session.StatusStalled
+				out[i].Status = session.StatusStalled
 			}
 		case session.StatusIdle, session.StatusFailed:
-			if queued == nil {
-				var err error
-				if queued, err = k.queuedSessions(ctx); err != nil {
-					return nil, err
-				}
-			}
-			if queued[s.ID] {
-				out[i] = session.StatusQueued
+			if queued[s.ID] > 0 {
+				out[i].Status = session.StatusQueued
 			}
 		}
 	}
@@ -102,15 +119,15 @@ func (k *Kernel) stalled(ctx context.Context, id string, lastSeq int64) (bool, e
 	return session.Stalls(&evs[0], k.now(), k.stallAfter), nil
 }
 
-// queuedSessions returns the sessions with a queued run.
-func (k *Kernel) queuedSessions(ctx context.Context) (map[string]bool, error) {
+// queuedSessions returns how many queued runs each session with one has.
+func (k *Kernel) queuedSessions(ctx context.Context) (map[string]int, error) {
 	runs, err := k.store.ListRunsByState(ctx, session.RunQueued)
 	if err != nil {
 		return nil, fmt.Errorf("list queued runs: %w", err)
 	}
-	out := make(map[string]bool, len(runs))
+	out := make(map[string]int, len(runs))
 	for _, r := range runs {
-		out[r.SessionID] = true
+		out[r.SessionID]++
 	}
 	return out, nil
 }

@@ -337,6 +337,9 @@ func (r *runner) foldSteers() error {
 func steeredInput(runID string, steer session.Run) ([]session.Event, session.Message) {
 	id := session.NewMessageID()
 	evs := []session.Event{session.Custom(customRunSteered, map[string]string{"runId": runID, "steerRunId": steer.ID, "messageId": id})}
+	if steer.ChildResult != nil {
+		evs = append(evs, childResultEvent(runID, *steer.ChildResult))
+	}
 	return append(evs, userInputEvents(id, steer.Input, steer.Images)...),
 		session.Message{ID: id, Role: session.RoleUser, Content: steer.Input, Images: steer.Images}
 }

@@ -43,6 +43,10 @@ func (r *runner) modelTurn(ctx context.Context, n int) ([]session.ToolCall, erro
 		if err := r.record(msg); err != nil {
 			return nil, err
 		}
+		if msg.Content != "" {
+			seq, _ := r.events.flush() // record flushed it
+			r.noteReply(seq)
+		}
 	}
 	if len(msg.ToolCalls) > 0 {
 		if err := r.saveUsage(); err != nil {

@@ -38,14 +38,18 @@ func errPaused(sessionID, runID string) error {
 		With("active_run_id", runID)
 }
 
-// awaitCancelled waits for run r, whose cancel is recorded, to end; it
-// fails with errPaused if the run pauses for the store instead.
+// awaitCancelled waits for run r, whose cancel is recorded, to end; if
+// the run pauses for the store instead, it fails saying that the cancel
+// stands: the run ends cancelled once the store takes writes again.
 func (k *Kernel) awaitCancelled(ctx context.Context, r session.Run) (session.Run, error) {
 	run, err := k.waitRun(ctx, r.SessionID, r.ID, func(run session.Run) bool {
 		return ended(run) || k.paused(run.SessionID, run.ID)
 	})
 	if err == nil && !ended(run) {
-		return session.Run{}, errPaused(r.SessionID, r.ID)
+		return session.Run{}, errdefs.New(errdefs.ErrUnavailable, errdefs.CodeStorageUnavailable,
+			"the cancel of run %s of session %s is recorded, but the store cannot take the run's end yet: "+
+				"the run ends cancelled once the store takes writes again; retry to see it ended", r.ID, r.SessionID).
+			With("active_run_id", r.ID)
 	}
 	return run, err
 }

@@ -55,12 +55,27 @@ type held struct {
 	// kerneld took the session at startup, session.ResumeTakeover when
 	// its owner's lease expired. Set before the driver starts.
 	leftBy string
+	// What the driver knows of the session's runs, so that it need not
+	// list them around every run (see queueEmpty). wakes counts the
+	// pokes: anything that may add a run, cancel one or decide for one
+	// pokes the driver. emptyAt is the value wakes had when the driver last
+	// found no queued run, -1 when it has not; nothingLeft says the run
+	// startNew started is the session's only unfinished one, so there is
+	// nothing to continue.
+	wakes       atomic.Int64
+	emptyAt     atomic.Int64
+	nothingLeft atomic.Bool
 
 	// Guarded by held.mu:
 	mu      sync.Mutex
 	active  *activeRun      // the run executing now, if any
 	known   map[string]bool // queued runs the driver has seen and announced
 	leaving bool            // the driver is releasing the lease: take it anew
+	// interrupter is the latest run posted here to interrupt the session's
+	// run, until it starts or ends: a run posted before it that the
+	// driver starts meanwhile (picked before the interrupter was queued)
+	// is interrupted as it starts. See interruptHere.
+	interrupter *session.Run
 }
 
 func newOwner(k *Kernel) *owner {
@@ -142,6 +157,7 @@ func (o *owner) hold(ctx context.Context, id string) (h *held, fresh bool, err e
 	hctx, stop := context.WithCancelCause(o.k.ctx)
 	h = &held{id: id, token: token, wake: make(chan struct{}, 1), ctx: hctx, stop: stop,
 		done: make(chan struct{}), known: make(map[string]bool), leftBy: session.ResumeTakeover}
+	h.emptyAt.Store(-1)
 	h.renewed.Store(sent.UnixNano())
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -201,6 +217,7 @@ func (o *owner) poke(id string) {
 }
 
 func (h *held) poke() {
+	h.wakes.Add(1)
 	select {
 	case h.wake <- struct{}{}:
 	default: // already woken
@@ -216,8 +233,12 @@ func (h *held) poke() {
 // take the session at once.
 func (o *owner) leave(h *held) bool {
 	unlock := o.k.lockSession(h.id)
-	work, err := o.k.hasWork(context.WithoutCancel(h.ctx), h.id)
 	stopping := h.ctx.Err() != nil || o.k.checkOpen() != nil
+	var work bool
+	var err error
+	if stopping || !h.queueEmpty() {
+		work, err = o.k.hasWork(context.WithoutCancel(h.ctx), h.id)
+	}
 	if err == nil && work && !stopping {
 		unlock()
 		return false
@@ -227,9 +248,11 @@ func (o *owner) leave(h *held) bool {
 	switch {
 	case stopping && (err != nil || work) && !errors.Is(context.Cause(h.ctx), errLeaseLost):
 		o.k.signal(Signal{Kind: SignalReleased, SessionID: h.id})
-	case err == nil && !work && !stopping:
+	case err == nil && !work && !stopping && o.k.repl.Signals != nil:
 		// A replica may have queued a run while the lease was still ours;
-		// it signalled us, but we were leaving. Look once more.
+		// it signalled us, but we were leaving. Look once more. (Without
+		// signals there is no other replica, and a request of this one
+		// finds the lease released and takes it.)
 		if more, err := o.k.hasWork(context.WithoutCancel(o.k.ctx), h.id); err == nil && more {
 			_ = o.k.ensure(context.WithoutCancel(o.k.ctx), h.id) // failures leave it to the take-over scan
 		}
@@ -259,6 +282,21 @@ func (o *owner) release(h *held) {
 	close(h.done)
 	if !h.started.Load() {
 		o.k.wg.Done() // the driver hold counted never ran
+	}
+}
+
+// queueEmpty reports whether the driver of h knows that its session has
+// no queued run: it found none and nothing poked it since. Its own run
+// aside, the session then has no unfinished run either: those a previous
+// owner left were taken up as the driver started, and only the holder of
+// the lease starts one.
+func (h *held) queueEmpty() bool { return h.emptyAt.Load() == h.wakes.Load() }
+
+// sawQueue records what the driver found listing the session's queued
+// runs, wakes being the pokes counted before it listed them.
+func (h *held) sawQueue(wakes int64, queued int) {
+	if queued == 0 {
+		h.emptyAt.Store(wakes)
 	}
 }
 

@@ -64,6 +64,13 @@ func (s *crashingStore) AppendMessages(ctx context.Context, token int64, msgs ..
 	return s.Store.AppendMessages(ctx, token, msgs...)
 }
 
+func (s *crashingStore) StartRun(ctx context.Context, token int64, st *session.RunStart) error {
+	if err := s.write(); err != nil {
+		return err
+	}
+	return s.Store.StartRun(ctx, token, st)
+}
+
 func (s *crashingStore) DeleteSession(ctx context.Context, id string) error {
 	if err := s.write(); err != nil {
 		return err

@@ -631,6 +631,14 @@ func (s *flakyStore) AppendEvents(ctx context.Context, token int64, evs []sessio
 	return s.Store.AppendEvents(ctx, token, evs)
 }
 
+// StartRun fails as AppendEvents does: a run's start logs events.
+func (s *flakyStore) StartRun(ctx context.Context, token int64, st *session.RunStart) error {
+	if s.failAppends.Load() {
+		return s.AppendEvents(ctx, token, st.Events)
+	}
+	return s.Store.StartRun(ctx, token, st)
+}
+
 // testRunStartFails makes the store refuse the events that start a run.
 // Run reports the failure, and nothing may claim the run is going on: not
 // the run record, not the session.

@@ -128,6 +128,9 @@ const (
 )
 
 func (k *Kernel) continueLeftOnce(ctx context.Context, h *held) error {
+	if h.nothingLeft.Load() {
+		return nil // startNew started the session's only unfinished run
+	}
 	runs, err := k.store.ListRuns(ctx, h.id, session.RunQuery{
 		States: []session.RunState{session.RunRunning, session.RunWaitingInput}})
 	if err != nil {
@@ -212,14 +215,25 @@ func (k *Kernel) takeUp(ctx context.Context, h *held, run session.Run, reason st
 			"the run was interrupted: kerneld stopped under it %d times, more than its agent's max_resumes (%d)",
 			run.Crashes+1, spec.MaxResumes))
 	}
-	// The resume is counted before anything is logged: a process that dies
-	// while continuing the run counts against max_resumes too.
-	if err := k.countResume(ctx, &run, crash, rp.startSeq); err != nil {
-		return err
+	// A crash is counted before anything is logged: a process that dies
+	// while continuing the run counts against max_resumes too. Any other
+	// resume is counted once its continuation is logged: a store that
+	// takes small updates but no appends (a disk nearly full) must not
+	// count a resume for every attempt that could not log one.
+	if crash {
+		if err := k.countResume(ctx, &run, crash, rp.startSeq); err != nil {
+			return err
+		}
 	}
 	ar, err := k.logContinuation(ctx, h, s, spec, run, rp, reason)
 	if err != nil {
 		return err
+	}
+	if !crash {
+		if err := k.countResume(ctx, &run, crash, rp.startSeq); err != nil {
+			return err
+		}
+		ar.run.Resumes, ar.run.Handoff = run.Resumes, run.Handoff
 	}
 	if err := k.markContinued(ctx, h, run); err != nil {
 		return err
@@ -339,17 +353,22 @@ func (r *runner) resume(ctx context.Context) (int, bool, error) {
 		return 0, false, fmt.Errorf("list messages: %w", err)
 	}
 	step, last, answered := recordedSteps(msgs, r.run.ID)
+	var open []session.ToolCall
+	if last != nil {
+		for _, c := range last.ToolCalls {
+			if !answered[c.ID] {
+				open = append(open, c)
+			}
+		}
+	}
+	if err := r.recheckRun(ctx, open); err != nil {
+		return step, false, err
+	}
 	if last == nil {
 		return step, false, nil
 	}
 	if len(last.ToolCalls) == 0 {
 		return step, true, nil
-	}
-	var open []session.ToolCall
-	for _, c := range last.ToolCalls {
-		if !answered[c.ID] {
-			open = append(open, c)
-		}
 	}
 	calls, clients := r.splitClientCalls(open)
 	if err := r.answerLeftCalls(ctx, calls); err != nil {
@@ -360,8 +379,10 @@ func (r *runner) resume(ctx context.Context) (int, bool, error) {
 
 // answerLeftCalls answers the tool calls the previous process left
 // without a result: decided ones as decided, undecided ones once decided,
-// one needing an approval never asked for once asked, and one cut mid-way
-// by making it again when that is safe, else with mayHaveRun.
+// ones the guard denied as denied, one needing an approval never asked
+// for once asked, and one cut mid-way by making it again when that is
+// safe, else with mayHaveRun. The agent's guard is asked again about
+// every call before it is asked for or made again, as about a new one.
 func (r *runner) answerLeftCalls(ctx context.Context, calls []session.ToolCall) error {
 	if len(calls) == 0 {
 		return nil
@@ -375,20 +396,26 @@ func (r *runner) answerLeftCalls(ctx context.Context, calls []session.ToolCall) 
 	for _, a := range approvalsOf(evs, r.run.ID, false) {
 		approvals[a.ToolCallID] = a
 	}
+	denials := guardDenials(evs, r.run.ID)
 	children := replayRun(evs).children
 	b := r.newBatch(ctx, len(calls))
-	var ask []session.ToolCall
+	var waiting, ask, again []session.ToolCall
+	approved := map[string]bool{}
 	n := len(calls)
 	for _, c := range calls {
 		a, asked := approvals[c.ID]
 		ref, _ := r.spec.Tool(c.Name)
 		child := children[c.ID]
+		denial, guardDenied := denials[c.ID]
 		switch {
 		case asked && a.State == ApprovalPending:
-			b.gated[c.ID], b.expires = c, a.ExpiresAt
+			waiting, b.expires = append(waiting, c), a.ExpiresAt
 		case asked && a.State != ApprovalApproved:
 			n--
 			err = r.recordResult(toolResult{call: c, content: deniedContent(a.Reason), isError: true})
+		case guardDenied:
+			n--
+			err = r.recordResult(toolResult{call: c, content: denial, isError: true})
 		case !asked && ref.RequireApproval:
 			ask = append(ask, c)
 		case child != nil && child.ended:
@@ -397,7 +424,7 @@ func (r *runner) answerLeftCalls(ctx context.Context, calls []session.ToolCall) 
 		case child != nil:
 			b.startWith(func(ctx context.Context) toolResult { return r.rejoinChild(ctx, c, child) })
 		case r.retrySafe(c):
-			b.start(c)
+			again, approved[c.ID] = append(again, c), asked
 		default:
 			n--
 			err = r.recordResult(toolResult{call: c, content: mayHaveRun, isError: true})
@@ -407,13 +434,48 @@ func (r *runner) answerLeftCalls(ctx context.Context, calls []session.ToolCall) 
 			return err
 		}
 	}
-	ask, err = b.approveWithoutAsking(ask)
-	if err == nil {
-		err = b.requestApprovals(ask)
+	if len(waiting) > 0 {
+		// They wait again, whether or not the previous process recorded
+		// the run as waiting before it stopped.
+		b.await(waiting)
+		if err := r.setWaiting(true); err != nil {
+			b.wg.Wait()
+			return err
+		}
 	}
-	if err != nil {
+	if err := b.guardLeft(ask, again, approved); err != nil {
 		b.wg.Wait()
 		return err
 	}
 	return b.collect(n)
+}
+
+// guardLeft asks the guard about the left calls that are to be asked for
+// (ask) or made again (again), then has each asked for or made as its
+// guard decided. A call a person approved before the process stopped is
+// not asked for again when the guard says ask.
+func (b *toolBatch) guardLeft(ask, again []session.ToolCall, approved map[string]bool) error {
+	guarded, err := b.r.guardCalls(b.ctx, append(ask, again...))
+	if err != nil {
+		return err
+	}
+	var guardAsks, gated []session.ToolCall
+	for i, g := range guarded {
+		c := g.call
+		switch {
+		case g.denied != "":
+			b.startWith(func(context.Context) toolResult { return toolResult{call: c, content: g.denied, isError: true} })
+		case g.ask && !approved[c.ID]:
+			guardAsks = append(guardAsks, c)
+		case i < len(ask):
+			gated = append(gated, c)
+		default:
+			b.start(c)
+		}
+	}
+	gated, err = b.approveWithoutAsking(gated)
+	if err == nil {
+		err = b.requestApprovals(append(guardAsks, gated...))
+	}
+	return err
 }

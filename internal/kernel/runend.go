@@ -21,7 +21,6 @@ import (
 //     on_crash: interrupt, it reached max_resumes, its agent is gone),
 //     or records the end a run logged but did not record;
 //   - endQueued: a queued run that never started ends with no events;
-//   - endFailedStart: a run whose start could not be logged ends failed.
 //
 // Then the session's driver moves the session on (runStopped): the next
 // queued run starts, or the session settles into completed or error.
@@ -257,43 +256,30 @@ func endingOf(ev *session.Event) ending {
 }
 
 // endQueued records the end of a queued run that never started, if it is
-// still queued; a run cancelled meanwhile stays as it is.
+// still queued; a run cancelled meanwhile stays as it is. Its end is
+// announced (run.cancelled, run.failed) ahead of the record, as a started
+// run's is ahead of its terminal event (see announceEvents).
 func (k *Kernel) endQueued(h *held, run session.Run, state session.RunState, runErr *session.RunError) {
-	err := k.updateRun(context.WithoutCancel(h.ctx), &run, func(r *session.Run) error {
+	h.mu.Lock()
+	h.interruptedAtStart(run) // an interrupter that never starts interrupts nothing more
+	h.mu.Unlock()
+	ctx := context.WithoutCancel(h.ctx)
+	announced := false
+	err := k.updateRun(ctx, &run, func(r *session.Run) error {
 		if r.State != session.RunQueued {
 			return errUnchanged
 		}
 		r.State, r.EndedAt, r.Error = state, k.now(), runErr
+		announced = k.announceRunEnded(ctx, *r) || announced
 		return nil
 	})
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		k.log.Error("record unstarted run", "session", run.SessionID, "run", run.ID, "err", err)
 	}
+	if announced {
+		k.announcer.Notify()
+	}
 	k.changes.notify(h.id)
-}
-
-// endFailedStart ends a run whose start could not be logged: it is marked
-// failed, and its session gets its previous state back.
-func (k *Kernel) endFailedStart(h *held, prev session.State, r session.Run) {
-	ctx := context.WithoutCancel(h.ctx)
-	err := k.updateRun(ctx, &r, func(cur *session.Run) error {
-		cur.State, cur.EndedAt = session.RunFailed, k.now()
-		cur.Error = &session.RunError{Code: session.ErrorCodeInternal, Message: "the run could not be started"}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		k.log.Error("end a run that could not start", "session", r.SessionID, "run", r.ID, "err", err)
-	}
-	err = k.updateSession(ctx, r.SessionID, func(s *session.Session) error {
-		if s.ActiveRunID != r.ID {
-			return errUnchanged
-		}
-		s.ActiveRunID, s.State = "", prev
-		return nil
-	})
-	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		k.log.Error("restore session", "session", r.SessionID, "err", err)
-	}
 }
 
 // runStopped forgets h's active run, ar, once its goroutine stopped, and
@@ -320,6 +306,7 @@ func (k *Kernel) runStopped(h *held, ar *activeRun) {
 	if ar.stop == runLeft {
 		return
 	}
+	k.childEnded(h, run)
 	if h.ctx.Err() == nil && k.startNext(h) {
 		return // the session stays running, under its next run
 	}

@@ -48,6 +48,13 @@ type RunRequest struct {
 	ID string
 	// AGUI holds what an AG-UI client adds to a run; see session.RunExt.
 	AGUI AGUIRun
+	// Source says what posted the run when no client did
+	// (session.RunSourceSchedule); "" for a client.
+	Source string
+	// background marks a background child's run (spawn_agent wait:
+	// false); childResult the parent's run that hears how one ended.
+	background  bool
+	childResult *session.ChildResult
 }
 
 // AGUIRun is what an AG-UI RunAgentInput adds to a run.
@@ -264,7 +271,7 @@ func (k *Kernel) post(ctx context.Context, s session.Session, req RunRequest, if
 	case BusySteer:
 		k.steerHere(s.ID, run)
 	case BusyInterrupt:
-		k.stopHere(s.ID, "", errInterrupted)
+		k.interruptHere(s.ID, run)
 	}
 	if err := k.ensureLocked(ctx, s.ID); err != nil {
 		k.log.Warn("tell the session's owner", "session", s.ID, "err", err) // the take-over scan finds it

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/agents"
@@ -23,16 +24,17 @@ import (
 // runcontinue.go; only one that never logged its start goes through
 // startRun there.)
 //
-// startRun either logs the start or does nothing: when it fails, nothing
-// is in the log and the run is as it was, or ended failed if it could not
-// be put back. Once RUN_STARTED is in the log the run must end there too,
-// so what remains of the start (the start seq on the record, the input in
-// the history) is recorded by the run's own goroutine (recordStart), where
-// a failure is the run's, like any other.
+// startRun writes the whole start in one store write (StartRun): the
+// run's record, the session's, RUN_STARTED with the echoed input in the
+// log and the input in the history, so a crash leaves all of it or none
+// of it, and a run's start costs one commit rather than five.
 
 // startRecord is what a freshly started run's goroutine records first.
 type startRecord struct {
 	inputID string // the message id of the echoed input
+	// recorded says StartRun wrote the whole start, the run's history
+	// included: there is nothing left to record.
+	recorded bool
 }
 
 // newRun returns the record of a new run of session sessionID for req.
@@ -46,6 +48,10 @@ func (k *Kernel) newRun(sessionID string, req RunRequest, state session.RunState
 	run.Overrides, run.Kind = req.Overrides.Clone(), req.kind
 	run.TraceParent = req.traceParent
 	run.Images = req.imageRefs
+	run.Source, run.Background, run.ChildResult = req.Source, req.background, req.childResult
+	if run.ChildResult != nil {
+		run.Source = session.RunSourceChildResult
+	}
 	return run
 }
 
@@ -60,16 +66,12 @@ func (k *Kernel) startNew(ctx context.Context, h *held, s session.Session, spec 
 	run := k.newRun(s.ID, req, session.RunRunning)
 	run.StartedAt = run.CreatedAt
 	run.Model = k.modelOf(spec, s, run)
-	if err := k.store.CreateRun(ctx, run, k.runConstraints(0)); err != nil {
-		admitted(false)
-		k.owner.release(h)
-		return k.duplicate(err)
-	}
-	ar, err := k.startRun(ctx, h, s, spec, run)
+	c := k.runConstraints(0)
+	ar, err := k.startRun(ctx, h, s, spec, run, &c)
 	if err != nil {
 		admitted(false)
 		k.owner.release(h)
-		return session.Run{}, false, err
+		return k.duplicate(err)
 	}
 	k.launch(h, ar, spec, true)
 	admitted(true)
@@ -103,15 +105,19 @@ func (k *Kernel) startQueued(h *held, run session.Run) bool {
 	if !ok {
 		return false
 	}
-	ar, err := k.startRun(ctx, h, s, spec, run)
+	ar, err := k.startRun(ctx, h, s, spec, run, nil)
 	if err != nil {
 		if admitted != nil {
 			admitted(false)
 		}
-		if !errors.Is(err, session.ErrStale) {
-			k.log.Error("start run", "session", h.id, "run", run.ID, "err", err)
+		if errors.Is(err, session.ErrStale) || errors.Is(err, session.ErrFenced) || h.ctx.Err() != nil {
+			return false // cancelled meanwhile, or the session's lease lost: the run stays as recorded
 		}
-		return false // cancelled meanwhile, or the store failed: the run stays as recorded
+		// Nothing of its start was written: it ends failed, rather than be
+		// tried again and again.
+		k.log.Error("start run", "session", h.id, "run", run.ID, "err", err)
+		k.endQueued(h, run, session.RunFailed, &session.RunError{Code: session.ErrorCodeInternal, Message: "the run could not be started"})
+		return false
 	}
 	k.launch(h, ar, spec, admitted != nil)
 	if admitted != nil {
@@ -120,78 +126,144 @@ func (k *Kernel) startQueued(h *held, run session.Run) bool {
 	return true
 }
 
-// startRun records run r as started on the session s that h holds: the
-// run (created as running, or moved from queued), the session (running,
-// naming the run), and in the log RUN_STARTED with the echoed input. It
-// returns the run, ready to launch. When it fails nothing was logged: a
-// queued run cancelled meanwhile is left as it is (session.ErrStale), any
-// other run ends failed.
-func (k *Kernel) startRun(ctx context.Context, h *held, s session.Session, spec agents.Spec, r session.Run) (*activeRun, error) {
+// startRun records run r as started on the session s that h holds, in
+// one write (see startWrite): the run (created as running under c, when
+// c is set, or moved from queued), the session (running, naming the
+// run), RUN_STARTED with the echoed input in the log, and the input in
+// the history. It returns the run, ready to launch. When it fails nothing
+// was written: a queued run cancelled meanwhile is left as it is
+// (session.ErrStale), as is any other.
+func (k *Kernel) startRun(ctx context.Context, h *held, s session.Session, spec agents.Spec, r session.Run, c *session.RunConstraints) (*activeRun, error) {
 	if r.State == session.RunQueued {
-		if err := k.markStarted(ctx, &r); err != nil {
+		if err := k.markStarted(&r); err != nil {
 			return nil, err
 		}
 	}
-	prev := s.State
-	changed, askTitle, err := k.markSessionRunning(ctx, s.ID, spec, r)
+	for try := 1; ; try++ {
+		ar, err := k.startWrite(ctx, h, s, spec, r, c)
+		if err == nil && c != nil && try == 1 {
+			// accept found the session idle, with no unfinished run, and
+			// nothing started a run since it read the session (that would
+			// have moved its version): this run is the only one, and
+			// the driver need not look for others (see queueEmpty).
+			h.nothingLeft.Store(true)
+			h.emptyAt.Store(0)
+		}
+		if !errors.Is(err, session.ErrStale) {
+			return ar, err
+		}
+		// Another writer moved the session or the run since they were
+		// read: read them again and start from there.
+		if s, err = k.store.GetSession(ctx, s.ID); err != nil {
+			return nil, fmt.Errorf("get session: %w", err)
+		}
+		if c == nil {
+			if r, err = k.restart(ctx, r); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// restart returns run r, about to start, as stored now with the changes
+// markStarted makes, unless a cancel got there first (session.ErrStale).
+func (k *Kernel) restart(ctx context.Context, r session.Run) (session.Run, error) {
+	cur, err := k.store.GetRun(ctx, r.SessionID, r.ID)
 	if err != nil {
-		k.endFailedStart(h, prev, r)
+		return session.Run{}, fmt.Errorf("get run: %w", err)
+	}
+	if cur.State != session.RunQueued {
+		return session.Run{}, session.ErrStale // cancelled meanwhile: the driver looks again
+	}
+	cur.Model = r.Model
+	return cur, k.markStarted(&cur)
+}
+
+// startWrite is one attempt of startRun: it makes the run's start from
+// the session s and run r as read, and writes it with StartRun.
+func (k *Kernel) startWrite(ctx context.Context, h *held, s session.Session, spec agents.Spec, r session.Run, c *session.RunConstraints) (*activeRun, error) {
+	changed, askTitle, titled, err := k.markSessionRunning(&s, spec, r)
+	if err != nil {
 		return nil, err
 	}
 	ar := newActiveRun(h, s, r, spec.Continues())
-	ar.started = &startRecord{inputID: cmp.Or(r.UserMessageID, session.NewMessageID())}
-	evs := append(startEvents(r, ar.started.inputID), changed...)
-	if err := k.emit(ctx, h.token, s.ID, r.ID, evs...); err != nil {
-		k.endFailedStart(h, prev, r)
+	ar.started = &startRecord{inputID: cmp.Or(r.UserMessageID, session.NewMessageID()), recorded: true}
+	st := &session.RunStart{Run: r, Create: c != nil, Session: s,
+		Events: append(startEvents(r, ar.started.inputID), changed...), Messages: startMessages(r, ar.started.inputID)}
+	if c != nil {
+		st.Constraints = *c
+	}
+	now := k.now()
+	for i := range st.Events {
+		st.Events[i].SessionID, st.Events[i].RunID, st.Events[i].Time = s.ID, r.ID, now
+	}
+	announced := k.announceEvents(ctx, st.Events)
+	if err := k.store.StartRun(ctx, h.token, st); err != nil {
+		if errors.Is(err, session.ErrFenced) {
+			k.owner.fenced.Add(1)
+		}
 		return nil, err
 	}
-	ar.run.StartSeq = evs[0].Seq
-	ar.logged = evs[len(evs)-1].Seq
+	k.changes.notify(s.ID)
+	k.observe(st.Events)
+	if announced {
+		k.announcer.Notify()
+	}
+	if titled {
+		k.feedChanged(s.Tenant, s.ID, FeedSessionTitled)
+	}
+	if c == nil {
+		ar.run.Version++
+	}
+	ar.run.StartSeq = st.Events[0].Seq
+	ar.logged = st.Events[len(st.Events)-1].Seq
 	if askTitle {
 		k.generateTitle(ar, spec)
 	}
 	return ar, nil
 }
 
-// markStarted moves r, queued, to running in the store, unless a cancel
-// got there first (session.ErrStale).
-func (k *Kernel) markStarted(ctx context.Context, r *session.Run) error {
-	model := r.Model
-	return k.updateRun(ctx, r, func(cur *session.Run) error {
-		if cur.State != session.RunQueued || cur.CancelRequested {
-			return session.ErrStale // cancelled meanwhile: the driver looks again
-		}
-		cur.Model = model
-		return cur.Transition(session.RunRunning, k.now())
-	})
+// markStarted moves r, queued, to running, as StartRun is to store it.
+func (k *Kernel) markStarted(r *session.Run) error {
+	if r.CancelRequested {
+		return session.ErrStale // cancelled meanwhile: the driver looks again
+	}
+	return r.Transition(session.RunRunning, k.now())
 }
 
-// markSessionRunning records on session id that r runs now, and returns
-// the events that say its model changed or it was titled, if it was, and
-// whether a model is to title it (see titleAtStart).
-func (k *Kernel) markSessionRunning(ctx context.Context, id string, spec agents.Spec, r session.Run) (changed []session.Event, askTitle bool, err error) {
-	var titled []session.Event
-	var tenant string
-	err = k.updateSession(ctx, id, func(s *session.Session) error {
-		tenant = s.Tenant
-		if err := s.Transition(session.StateRunning, r.StartedAt); err != nil {
-			return err
-		}
-		if r.Kind == "" {
-			changed, s.Model = modelChanged(*s, r.ID, r.Model), r.Model
-		}
-		titled, askTitle = k.titleAtStart(s, spec, r)
-		s.ActiveRunID = r.ID
-		s.ExpiresAt = time.Time{} // a busy session does not expire; its TTL restarts when it is free
-		if r.AgentState != nil {
-			s.AgentState = r.AgentState
-		}
-		return nil
-	})
-	if err == nil && len(titled) > 0 {
-		k.feedChanged(tenant, id, FeedSessionTitled)
+// markSessionRunning makes s say that r runs now, and returns the events
+// that say its model changed or it was titled, if it was, whether a model
+// is to title it (see titleAtStart), and whether it was titled.
+func (k *Kernel) markSessionRunning(s *session.Session, spec agents.Spec, r session.Run) (changed []session.Event, askTitle, titled bool, err error) {
+	if err := s.Transition(session.StateRunning, r.StartedAt); err != nil {
+		return nil, false, false, err
 	}
-	return append(changed, titled...), askTitle, err
+	if r.Kind == "" {
+		changed, s.Model = modelChanged(*s, r.ID, r.Model), r.Model
+	}
+	titledEvs, askTitle := k.titleAtStart(s, spec, r)
+	s.ActiveRunID = r.ID
+	s.ExpiresAt = time.Time{} // a busy session does not expire; its TTL restarts when it is free
+	state := unsentState(s, r)
+	if r.AgentState != nil {
+		s.AgentState = r.AgentState
+	}
+	return slices.Concat(changed, state, titledEvs), askTitle, len(titledEvs) > 0, nil
+}
+
+// startMessages returns what run r adds to the history as it starts: the
+// results of the client's tool calls it answers and its input, as the
+// message inputID.
+func startMessages(r session.Run, inputID string) []session.Message {
+	if r.Kind != "" {
+		return nil // a compaction run has no input
+	}
+	msgs := toolResultMessages(&r)
+	if r.Input != "" || len(r.Images) > 0 {
+		msgs = append(msgs, session.Message{ID: inputID, SessionID: r.SessionID, RunID: r.ID,
+			Role: session.RoleUser, Content: r.Input, Images: r.Images, CreatedAt: r.StartedAt})
+	}
+	return msgs
 }
 
 // startEvents returns the events that open run r: RUN_STARTED, the state
@@ -206,6 +278,9 @@ func startEvents(r session.Run, inputID string) []session.Event {
 		evs = append(evs, session.StateSnapshot(r.AgentState))
 	}
 	evs = append(evs, toolResultEvents(&r)...)
+	if r.ChildResult != nil {
+		evs = append(evs, childResultEvent(r.ID, *r.ChildResult))
+	}
 	if r.Kind == "" && (r.Input != "" || len(r.Images) > 0) {
 		evs = append(evs, userInputEvents(inputID, r.Input, r.Images)...)
 	}
@@ -220,7 +295,11 @@ func (k *Kernel) launch(h *held, ar *activeRun, spec agents.Spec, admitted bool)
 	ar.events = newEventWriter(k, ar, h, ar.logged, writerPolicy{prompt: true, mergeDeltas: spec.Stream.MergeDeltas})
 	h.mu.Lock()
 	h.active = ar
+	interrupted := h.interruptedAtStart(ar.run)
 	h.mu.Unlock()
+	if interrupted {
+		ar.cancel(errInterrupted) // it starts, to keep its input, and stops at once
+	}
 	if k.checkOpen() != nil {
 		ar.stopForShutdown() // Drain may have looked before h had this run
 	}
@@ -237,23 +316,19 @@ func (k *Kernel) launch(h *held, ar *activeRun, spec agents.Spec, admitted bool)
 	})
 }
 
-// recordStart records the rest of a fresh run's start, first thing on its
-// goroutine: its start seq on the record, then the results of the
-// client's tool calls it answers and its input in the history, where the
-// model reads them.
+// recordStart records the rest of a run's start, first thing on its
+// goroutine, when its start was logged without it (a run continued whose
+// start never reached the log): its start seq on the record, then the
+// results of the client's tool calls it answers and its input in the
+// history, where the model reads them.
 func (r *runner) recordStart() error {
+	if r.ar.started.recorded {
+		return nil // StartRun wrote all of it
+	}
 	if err := r.k.saveRun(r.storeCtx(), r.run); err != nil {
 		return &emitError{err: err}
 	}
-	if r.run.Kind != "" {
-		return nil // a compaction run has no input
-	}
-	msgs := toolResultMessages(r.run)
-	if r.run.Input != "" || len(r.run.Images) > 0 {
-		msgs = append(msgs, session.Message{ID: r.ar.started.inputID, SessionID: r.run.SessionID, RunID: r.run.ID,
-			Role: session.RoleUser, Content: r.run.Input, Images: r.run.Images, CreatedAt: r.run.StartedAt})
-	}
-	if err := r.k.store.AppendMessages(r.storeCtx(), r.h.token, msgs...); err != nil {
+	if err := r.k.store.AppendMessages(r.storeCtx(), r.h.token, startMessages(*r.run, r.ar.started.inputID)...); err != nil {
 		return &emitError{err: fmt.Errorf("append message: %w", err)}
 	}
 	return nil

@@ -42,6 +42,7 @@ type CreateSession struct {
 	ID             string
 	IdempotencyKey string
 	key            string // the store key EnsureSession chose
+	spawnKey       string // the spawn_agent call that creates this child (session.SessionExt.SpawnKey)
 }
 
 // SessionUpdate changes a session's name and metadata. Nil fields are left
@@ -124,6 +125,7 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	}
 	s.Webhooks = req.Webhooks
 	s.MCPServers = session.CloneMCPServers(req.MCPServers)
+	s.SpawnKey = req.spawnKey
 	if req.IdempotencyKey != "" {
 		s.RequestHash = creationHash(req)
 	}

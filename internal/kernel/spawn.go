@@ -32,6 +32,7 @@ var spawnSchema = json.RawMessage(`{"type":"object","additionalProperties":false
 	`"properties":{"agent":{"type":"string","description":"the agent to start"},` +
 	`"input":{"type":"string","description":"what to ask it"},` +
 	`"name":{"type":"string","description":"a name for the child session"},` +
+	`"wait":{"type":"boolean","description":"false: start the child in the background and return at once with its id; its answer arrives later as a new input starting [child_result]"},` +
 	`"inherit":{"type":"object","additionalProperties":false,"properties":` +
 	`{"memory":{"type":"string","enum":["none","copy"],"description":"copy: the child starts with this session's memory"}}}}}`)
 
@@ -40,9 +41,12 @@ var spawnSchema = json.RawMessage(`{"type":"object","additionalProperties":false
 func spawnDefinition(spec agents.Spec) tools.Definition {
 	return tools.Definition{
 		Name: SpawnAgentTool,
-		Description: "Starts another agent in a child session, waits for it to finish and returns its final answer. " +
+		Description: "Starts another agent in a child session, waits for it to finish and returns its final answer " +
+			"(with wait: false, returns at once; the answer arrives later as a new input). " +
 			"Agents you may start: " + strings.Join(spec.ChildAgents, ", ") + ".",
 		Parameters: spawnSchema,
+		// A call made again finds the child it started (see startChild).
+		RetrySafe: true,
 	}
 }
 
@@ -50,24 +54,32 @@ type spawnArgs struct {
 	Agent   string `json:"agent"`
 	Input   string `json:"input"`
 	Name    string `json:"name"`
+	Wait    *bool  `json:"wait"`
 	Inherit struct {
 		Memory string `json:"memory"`
 	} `json:"inherit"`
 }
 
+// background reports whether the call asked not to wait for the child.
+func (a spawnArgs) background() bool { return a.Wait != nil && !*a.Wait }
+
 // spawn runs one spawn_agent call of the run: it creates a child session,
 // runs it to its end and returns its last assistant message. The parent's
 // stream shows the child as SUBAGENT_STARTED, then SUBAGENT_FINISHED or
 // SUBAGENT_ERROR; the child's own events stay in the child's stream. When
-// the parent run is cancelled or interrupted, so is the child's run.
+// the parent run is cancelled or interrupted, so is the child's run. A
+// background child (wait: false) is only started: see childresult.go.
 func (r *runner) spawn(ctx context.Context, c session.ToolCall) (string, error) {
 	args, child, err := r.checkSpawn(c.Arguments)
 	if err != nil {
 		return "", err
 	}
-	s, run, err := r.startChild(args, child)
+	s, run, err := r.startChild(args, child, c.ID)
 	if err != nil {
 		return "", err
+	}
+	if args.background() {
+		return r.startedInBackground(c, child.Name, s, run)
 	}
 	// This runs on a tool call's goroutine: the run's own logs the events.
 	if !r.ar.notices.post(session.SubagentStarted(run.ID, child.Name, c.ID, s.ID)) {
@@ -217,20 +229,44 @@ func (k *Kernel) checkDepth(ctx context.Context, parent session.Session) error {
 
 // startChild creates the child session under the run's session, within
 // the limits CreateSession checks (every ancestor's max_depth, the parent
-// agent's max_children), and starts its run.
-func (r *runner) startChild(args spawnArgs, child agents.Spec) (session.Session, session.Run, error) {
+// agent's max_children), and starts its run. The call callID keys both:
+// made again (by a continued run), it finds the child and the run it
+// started rather than start others.
+func (r *runner) startChild(args spawnArgs, child agents.Spec, callID string) (session.Session, session.Run, error) {
 	parent, err := r.k.store.GetSession(r.storeCtx(), r.run.SessionID)
 	if err != nil {
 		return session.Session{}, session.Run{}, fmt.Errorf("get session: %w", err)
 	}
 	ctx := WithTenant(r.storeCtx(), parent.Tenant)
-	req := CreateSession{Agent: child.Name, Name: args.Name, ParentID: parent.ID, InheritMemory: args.Inherit.Memory}
-	s, err := r.k.CreateSession(ctx, req)
+	key := spawnKey(r.run.ID, callID)
+	s, found, err := r.k.spawnedChild(ctx, parent.ID, key)
+	if err == nil && !found {
+		req := CreateSession{Agent: child.Name, Name: args.Name, ParentID: parent.ID, InheritMemory: args.Inherit.Memory, spawnKey: key}
+		s, err = r.k.CreateSession(ctx, req)
+	}
 	if err != nil {
 		return s, session.Run{}, err
 	}
-	run, _, err := r.k.Run(ctx, s.ID, RunRequest{Input: args.Input})
+	run, _, err := r.k.Run(ctx, s.ID, RunRequest{Input: args.Input, IdempotencyKey: key, background: args.background()})
 	return s, run, err
+}
+
+// spawnKey names spawn_agent call callID of run runID.
+func spawnKey(runID, callID string) string { return "spawn:" + runID + ":" + callID }
+
+// spawnedChild returns the child of session parentID that the spawn_agent
+// call key started, if there is one.
+func (k *Kernel) spawnedChild(ctx context.Context, parentID, key string) (session.Session, bool, error) {
+	children, err := k.store.ListSessions(ctx, SessionQuery{ParentID: parentID})
+	if err != nil {
+		return session.Session{}, false, fmt.Errorf("list children: %w", err)
+	}
+	for _, c := range children {
+		if c.SpawnKey == key {
+			return c, true, nil
+		}
+	}
+	return session.Session{}, false, nil
 }
 
 // awaitChild waits for a child's run to end and returns its answer. If ctx
@@ -250,13 +286,19 @@ func (k *Kernel) awaitChild(ctx context.Context, sessionID, runID string) (strin
 		_, _ = k.cancelRun(stopCtx, run) // logged by the child's run
 		return "", errors.New("cancelled with its parent run")
 	}
+	return k.answerOf(ctx, run)
+}
+
+// answerOf returns the answer of a child's run, ended: its last message,
+// or an error saying how it ended otherwise.
+func (k *Kernel) answerOf(ctx context.Context, run session.Run) (string, error) {
 	if run.State != session.RunSucceeded {
 		if run.Error != nil {
 			return "", fmt.Errorf("its run %s: %s", run.State, run.Error.Message)
 		}
 		return "", fmt.Errorf("its run %s", run.State)
 	}
-	last, err := k.store.RecentMessages(ctx, sessionID, 1)
+	last, err := k.store.RecentMessages(ctx, run.SessionID, 1)
 	if err != nil || len(last) == 0 {
 		return "", fmt.Errorf("read its answer: %w", err)
 	}

@@ -68,6 +68,15 @@ type RunStore interface {
 	// ListRunsByState returns every run, of any session, in one of states,
 	// oldest first. Recovery and take-over use it.
 	ListRunsByState(ctx context.Context, states ...session.RunState) ([]session.Run, error)
+	// StartRun writes st, which starts a run, at once, while the session's
+	// lease is held with token: the run's record (created, or updated from
+	// queued), the session's, the events that open the run and the messages
+	// it adds to the history. Either all of it is written or none of it;
+	// the errors are those of CreateRun (when st.Create), UpdateRun,
+	// UpdateSession and AppendEvents. Once it returns, st.Events carry
+	// their seqs and st.Messages their positions; the stored run's
+	// StartSeq is st.Events[0]'s seq.
+	StartRun(ctx context.Context, token int64, st *session.RunStart) error
 }
 
 // MessageStore persists the conversation history.

@@ -176,8 +176,27 @@ type RunExt struct {
 	// Images are the pictures the run's input carries, after its text.
 	Images []ImageRef `json:"images,omitempty"`
 	// Source says what posted the run when it was not a client's request:
-	// RunSourceSchedule for a schedule's firing; "" for a client.
+	// RunSourceSchedule for a schedule's firing, RunSourceChildResult
+	// for a background child's answer; "" for a client.
 	Source string `json:"source,omitempty"`
+	// Background marks the run of a child session spawned with wait:
+	// false: when it ends, its answer goes to the parent session as a
+	// child_result input.
+	Background bool `json:"background,omitempty"`
+	// ChildResult, on a run whose Source is RunSourceChildResult, names
+	// the child run whose end its input reports.
+	ChildResult *ChildResult `json:"child_result,omitempty"`
+}
+
+// ChildResult is how a background child's run ended, as its parent
+// session hears of it.
+type ChildResult struct {
+	SessionID string   `json:"session_id"`
+	RunID     string   `json:"run_id"`
+	Agent     string   `json:"agent"`
+	State     RunState `json:"state"`
+	Answer    string   `json:"answer,omitempty"`
+	Error     string   `json:"error,omitempty"`
 }
 
 // Why a run was continued: the reason of its kerneld.run.resumed event.
@@ -198,6 +217,10 @@ const (
 
 // RunSourceSchedule is the Source of a run a schedule posted.
 const RunSourceSchedule = "schedule"
+
+// RunSourceChildResult is the Source of a run whose input is the answer
+// of a background child (spawn_agent with wait: false).
+const RunSourceChildResult = "child_result"
 
 // ClientTool is a tool a client offers a run and runs itself.
 type ClientTool struct {
@@ -247,6 +270,10 @@ func (r Run) Clone() Run {
 	r.AgentState = slices.Clone(r.AgentState)
 	r.ModelUsage = slices.Clone(r.ModelUsage)
 	r.Images = cloneImageRefs(r.Images)
+	if r.ChildResult != nil {
+		c := *r.ChildResult
+		r.ChildResult = &c
+	}
 	return r
 }
 

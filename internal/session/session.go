@@ -105,6 +105,9 @@ type SessionExt struct {
 	ClosedReason string `json:"closed_reason,omitempty"`
 	// AgentState is the session's AG-UI state, a JSON value.
 	AgentState json.RawMessage `json:"agent_state,omitempty"`
+	// StateUnsent says a client wrote AgentState over REST since the
+	// session's last run started: the next run logs it as STATE_SNAPSHOT.
+	StateUnsent bool `json:"state_unsent,omitempty"`
 	// Overrides are the model settings chosen for the session's runs.
 	Overrides *Overrides `json:"overrides,omitempty"`
 	// Model is the model the session's latest run used: the next run that
@@ -123,6 +126,10 @@ type SessionExt struct {
 	// ReadCursors hold, per reader, the seq up to which the reader has
 	// read the session's log (see Unread).
 	ReadCursors map[string]int64 `json:"read_cursors,omitempty"`
+	// Replies are the seqs at which the session's latest assistant
+	// messages (MaxReplies of them) were logged, oldest first: a reader's
+	// unread count is how many lie past its cursor.
+	Replies []int64 `json:"replies,omitempty"`
 	// Webhooks are receivers the client named at creation for this
 	// session's events, beside the operator's and the agent's.
 	Webhooks []Webhook `json:"webhooks,omitempty"`
@@ -140,6 +147,14 @@ type SessionExt struct {
 	Imported *ImportMark `json:"imported,omitempty"`
 	// MCPServers are the MCP servers a client attached to the session.
 	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
+	// SpawnKey names the spawn_agent call that created this child session
+	// (its parent's run and the call's id), so that a continued run that
+	// makes the call again finds this child rather than start another.
+	SpawnKey string `json:"spawn_key,omitempty"`
+	// Agents are the other agents that may take turns on this session's
+	// conversation (POST /sessions/{id}/run with agent), within what the
+	// agents' own files allow.
+	Agents []string `json:"agents,omitempty"`
 }
 
 // Webhook is a receiver of a session's events: its URL and the event
@@ -218,8 +233,10 @@ func (s Session) Clone() Session {
 	s.Overrides = s.Overrides.Clone()
 	s.Grants = slices.Clone(s.Grants)
 	s.ReadCursors = maps.Clone(s.ReadCursors)
+	s.Replies = slices.Clone(s.Replies)
 	s.Webhooks = slices.Clone(s.Webhooks) // their Events are never changed in place
 	s.MCPServers = CloneMCPServers(s.MCPServers)
+	s.Agents = slices.Clone(s.Agents)
 	if s.Compaction != nil {
 		c := *s.Compaction
 		s.Compaction = &c

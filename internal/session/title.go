@@ -44,14 +44,14 @@ func TitleFromText(text string) string {
 	}
 	title := b.String()
 	if title == "" && len(words) > 0 {
-		title = cutRunes(words[0], titleBytes)
+		title = CutRunes(words[0], titleBytes)
 	}
 	return strings.Trim(title, "\"'`*#.:;, ")
 }
 
-// cutRunes returns the longest prefix of s of at most n bytes that ends
+// CutRunes returns the longest prefix of s of at most n bytes that ends
 // at a rune boundary.
-func cutRunes(s string, n int) string {
+func CutRunes(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -71,6 +71,12 @@ async function dropConnections(page) {
   await page.waitForSelector(".stream-status.status-live");
 }
 
+// openInbox opens the inbox from the top bar and waits for n pending approvals.
+async function openInbox(page, n) {
+  await page.click("#inbox-link");
+  await page.waitForFunction((n) => document.querySelectorAll("#inbox-list .approval.pending").length === n, n);
+}
+
 // lines is n lines of text, for an answer taller than the screen.
 const lines = (n) => Array.from({ length: n }, (_, i) => `line ${i + 1} of ${n}`).join("\n");
 
@@ -144,6 +150,35 @@ function transcript(page) {
   }));
 }
 
+// sidebar lists the sessions the sidebar shows, each as
+// "title|status|badges" (badges: every badge's text, in order: unread,
+// status, waiting approvals).
+function sidebar(page) {
+  return page.$$eval("#sessions a", (els) => els.map((a) => [
+    a.querySelector(".title").textContent,
+    a.querySelector(".badge[class*='state-']").textContent,
+    [...a.querySelectorAll(".badge")].map((b) => b.textContent).join(" "),
+  ].join("|")));
+}
+
+// waitSidebar waits until every one of n sessions in the sidebar passes
+// the check named by want: "waiting" (a generated title, waiting for two
+// approvals, one answer unread) or "idle" (nothing waits, two answers
+// unread).
+function waitSidebar(page, n, want) {
+  return page.waitForFunction(([n, want]) => {
+    const rows = [...document.querySelectorAll("#sessions a")];
+    return rows.length === n && rows.every((a) => {
+      const status = a.querySelector(".badge[class*='state-']").textContent;
+      const pending = a.querySelector(".pending-badge");
+      const unread = a.querySelector(".unread-badge");
+      if (want === "idle") return status === "idle" && !pending && unread && unread.textContent === "2";
+      return status === "waiting_input" && pending && pending.textContent === "2 to approve" &&
+        unread && unread.textContent === "1" && a.querySelector(".title").textContent !== "gated";
+    });
+  }, [n, want]);
+}
+
 // ---- scenarios ----------------------------------------------------------------
 
 const scenarios = {
@@ -160,13 +195,13 @@ const scenarios = {
     await send(page, "and a second line");
     await page.waitForFunction(() => document.querySelectorAll("#conversation .msg-assistant:not(.streaming)").length === 2);
     await waitIdle(page, "completed");
-    await page.click("#sessions-refresh");
-    await page.waitForSelector(`#sessions a[data-id="${id}"][aria-current="page"]`);
+    // The sidebar follows the feed: the session is listed, idle, without a refresh.
+    await page.waitForSelector(`#sessions a[data-id="${id}"][aria-current="page"] .state-idle`);
     // The list's filters: another agent's sessions, then this one's.
     await page.selectOption("#filter-agent", "gated");
     await page.waitForSelector("#sessions .empty");
     await page.selectOption("#filter-agent", "echo");
-    await page.selectOption("#filter-state", "completed");
+    await page.selectOption("#filter-state", "idle");
     await page.waitForSelector(`#sessions a[data-id="${id}"]`);
     const listed = await page.$$eval("#sessions a", (els) => els.map((el) => el.dataset.id));
     const chat = await transcript(page);
@@ -228,27 +263,46 @@ const scenarios = {
   // screen; at 390 px the conversation scrolls by itself, follows the
   // answer, and the message box stays on screen.
   async layout(page) {
+    const shot = (name) => process.env.SHOTS && page.screenshot({ path: `${process.env.SHOTS}/${name}.png` });
     await page.setViewportSize({ width: 1280, height: 800 });
     await page.waitForSelector("#agent-select option", { state: "attached" });
+    await page.waitForSelector("#sessions .pending-badge"); // the test's run waits for approvals
     const wide = { home: await measure(page) };
     await newSession(page, "echo");
     await send(page, lines(40));
     await waitIdle(page, "completed");
     wide.session = await measure(page);
-    if (process.env.SHOTS) await page.screenshot({ path: `${process.env.SHOTS}/console-1280.png` });
+    await shot("console-1280");
+    await page.click("#settings-toggle");
+    await page.waitForSelector("#settings:not([hidden]) #permission-mode option", { state: "attached" });
+    wide.settings = await measure(page);
+    await shot("console-1280-settings");
+    await openInbox(page, 2);
+    wide.inbox = await measure(page);
+    await shot("console-1280-inbox");
     await page.setViewportSize({ width: 390, height: 844 });
     await page.goto(`${base}/`);
     await page.waitForSelector("#agent-select option", { state: "attached" });
+    await page.waitForSelector("#sessions .pending-badge");
     const narrow = { home: await measure(page) };
-    if (process.env.SHOTS) await page.screenshot({ path: `${process.env.SHOTS}/console-390-list.png` });
+    await shot("console-390-list");
+    await openInbox(page, 2);
+    narrow.inbox = await measure(page);
+    await shot("console-390-inbox");
+    await page.goto(`${base}/`);
+    await page.waitForSelector("#agent-select option", { state: "attached" });
     await newSession(page, "paced");
     await send(page, lines(30));
     await page.click(".approval.pending button.approve");
     await waitWords(page, 25); // mid-answer, the box long past full
     narrow.streaming = await measure(page);
-    if (process.env.SHOTS) await page.screenshot({ path: `${process.env.SHOTS}/console-390.png` });
+    await shot("console-390");
     await waitIdle(page, "completed");
     narrow.session = await measure(page);
+    await page.click("#settings-toggle");
+    await page.waitForSelector("#settings:not([hidden]) #permission-mode option", { state: "attached" });
+    narrow.settings = await measure(page);
+    await shot("console-390-settings");
     return { wide, narrow };
   },
 
@@ -365,6 +419,56 @@ const scenarios = {
     return { id, transcript: await transcript(page) };
   },
 
+  // feed: two tabs follow the session feed; the test starts two runs
+  // through the API that each wait for two approvals, then drops every
+  // connection; one tab decides them all from the inbox.
+  async feed(page) {
+    const other = await page.context().newPage();
+    await other.goto(`${base}/`);
+    for (const p of [page, other]) await p.waitForSelector("#feed-status.status-live");
+    console.log("step runs");
+    await waitSidebar(page, 2, "waiting");
+    await waitSidebar(other, 2, "waiting");
+    await other.waitForFunction(() => document.getElementById("inbox-count").textContent === "4");
+    const waiting = await sidebar(page);
+    const otherWaiting = await sidebar(other);
+    const inboxCount = await other.textContent("#inbox-count");
+    // Every connection dropped: both feeds resume where they were.
+    const dropped = Promise.all([page, other].map((p) => p.waitForSelector("#feed-status.status-reconnecting")));
+    console.log("step drop");
+    await dropped;
+    for (const p of [page, other]) await p.waitForSelector("#feed-status.status-live");
+    await page.click("#inbox-link");
+    await page.waitForFunction(() => document.querySelectorAll("#inbox-list .approval.pending").length === 4);
+    const inbox = await page.$$eval("#inbox-list .approval", (els) => els.map((el) =>
+      `${el.querySelector(".inbox-session a").textContent}|${el.querySelector("h3 code").textContent}`));
+    const pending = (text) => page.locator("#inbox-list .approval.pending", { hasText: text });
+    await pending("Lisbon").first().locator("button.approve").click();
+    await page.waitForFunction(() => [...document.querySelectorAll("#inbox-list .approval.pending")]
+      .filter((el) => el.textContent.includes("Lisbon")).length === 1);
+    await pending("Lisbon").locator(".reason").fill("not now");
+    await pending("Lisbon").locator("button.deny").click();
+    await pending("release notes").first().locator("button.always").click();
+    // Always approved the other call of that run too: the inbox empties.
+    await page.waitForSelector("#inbox-list .empty");
+    await other.waitForFunction(() => document.getElementById("inbox-count").textContent === "");
+    await waitSidebar(page, 2, "idle");
+    await waitSidebar(other, 2, "idle");
+    const idle = await sidebar(page);
+    const otherIdle = await sidebar(other);
+    // Opening a session reads it: its unread badge goes, in both tabs.
+    await page.locator("#sessions a", { hasText: "Lisbon" }).click();
+    await page.waitForSelector(".stream-status.status-live");
+    const lisbonRead = () => {
+      const a = [...document.querySelectorAll("#sessions a")].find((el) => el.textContent.includes("Lisbon"));
+      return a && !a.querySelector(".unread-badge");
+    };
+    await other.waitForFunction(lisbonRead);
+    await page.evaluate(() => { location.hash = "#/"; });
+    await page.waitForFunction(lisbonRead);
+    return { waiting, otherWaiting, inboxCount, inbox, idle, otherIdle, read: await sidebar(page), otherRead: await sidebar(other) };
+  },
+
   // refused: without a key the console shows the 401's detail; with one it works.
   async refused(page) {
     await page.waitForSelector("#global-problem:not([hidden])");
@@ -398,9 +502,13 @@ async function main() {
   const pageErrors = [];
   // Where each request for the event stream started reading.
   const streams = [];
+  // Where each request for the session feed resumed (its Last-Event-ID),
+  // or "snapshot".
+  const feeds = [];
   context.on("request", (req) => {
     const url = new URL(req.url());
-    if (url.pathname.endsWith("/events")) streams.push(url.search);
+    if (url.pathname === "/sessions/events") feeds.push(req.headers()["last-event-id"] || (url.searchParams.get("snapshot") ? "snapshot" : ""));
+    else if (url.pathname.endsWith("/events")) streams.push(url.search);
   });
 
   try {
@@ -425,6 +533,7 @@ async function main() {
     result.foreignRequests = foreign;
     result.pageErrors = pageErrors;
     result.streams = streams;
+    result.feeds = feeds;
     console.log("result " + JSON.stringify(result));
   } finally {
     await context.close();

@@ -28,12 +28,14 @@ import (
 	"time"
 
 	"github.com/kerneld/kerneld/api"
+	"github.com/kerneld/kerneld/internal/feed"
 	"github.com/kerneld/kerneld/internal/httpapi"
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/llm"
 	"github.com/kerneld/kerneld/internal/llm/openai"
 	"github.com/kerneld/kerneld/internal/session"
+	"github.com/kerneld/kerneld/internal/store/memory"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/console.png")
@@ -156,13 +158,22 @@ type kerneld struct {
 func startKerneld(t *testing.T, opts httpapi.Options, observers ...kernel.Observer) *kerneld {
 	t.Helper()
 	streams := httpapi.NewStreams(nil, httpapi.StreamOptions{})
+	store := memory.New()
+	sessionFeed := feed.New(feed.Options{Log: store})
 	k := kerneltest.New(t, kerneltest.Options{
 		Agents: []string{echoAgent, pacedAgent, gatedAgent, waiterAgent, delegatorAgent, failingAgent,
 			unavailableAgent},
-		Observers: append([]kernel.Observer{streams}, observers...), // streams first: the others come after the page heard
+		// streams first: the others come after the page heard
+		Observers: append([]kernel.Observer{streams, sessionFeed}, observers...),
 		Providers: map[string]llm.Factory{"openai": openai.New},
+		Store:     store,
+		Feed:      sessionFeed,
+		Titles:    kernel.Titles{Enabled: true, Generate: true}, // as kerneld's defaults: scripted agents get the first words
 	})
+	sessionFeed.Start(k.FeedSummary)
+	t.Cleanup(func() { _ = sessionFeed.Close(context.Background()) }) // before the kernel closes
 	opts.OpenAPI = api.OpenAPI
+	opts.Feed = sessionFeed
 	srv := httpapi.New(k.Kernel, streams, opts)
 	ts := httptest.NewUnstartedServer(srv)
 	ts.Config.RegisterOnShutdown(srv.CloseStreams)
@@ -229,7 +240,7 @@ type result struct {
 	Next         controls `json:"next"`
 	Deleted      controls `json:"deleted"`
 	Wide, Narrow struct {
-		Home, Session, Streaming measures
+		Home, Session, Streaming, Settings, Inbox measures
 	}
 	Listed          []string `json:"listed"`
 	Transcript      []item   `json:"transcript"`
@@ -246,6 +257,8 @@ type result struct {
 	ForeignRequests []string `json:"foreignRequests"`
 	PageErrors      []string `json:"pageErrors"`
 	Streams         []string `json:"streams"` // the query of each event stream request
+	// Raw is the whole result, for a scenario that reports more.
+	Raw json.RawMessage `json:"-"`
 }
 
 // play runs scenario in a fresh browser profile against k and returns
@@ -287,6 +300,7 @@ func (b browser) playSteps(t *testing.T, k *kerneld, scenario string, onStep fun
 			if err := json.Unmarshal([]byte(body), &res); err != nil {
 				t.Errorf("console.mjs %s: decode result: %v\n%s", scenario, err, body)
 			}
+			res.Raw = json.RawMessage(body)
 			found = true
 		}
 	}
@@ -427,7 +441,8 @@ func TestConsole_Lifecycle(t *testing.T) {
 }
 
 // TestConsole_Layout: at 1280 and at 390 px no control is clipped and
-// nothing scrolls sideways; at 1280 the sessions list starts on the first
+// nothing scrolls sideways, in the sidebar (with approval and unread
+// badges), a session, its settings and the inbox; at 1280 the sessions list starts on the first
 // screen; at 390 the conversation scrolls in its own box, follows the
 // answer, and the message box stays on screen. KERNELD_SCREENSHOTS=DIR
 // keeps the pictures taken at both widths.
@@ -435,6 +450,7 @@ func TestConsole_Layout(t *testing.T) {
 	b := needBrowser(t)
 	k := startKerneld(t, httpapi.Options{})
 	seedSessions(t, k, "A session whose name is far too long for the sidebar of the console to show in full")
+	startRun(t, k, "gated", "A run that waits for two approvals, with a title longer than the sidebar")
 	shots := os.Getenv("KERNELD_SCREENSHOTS")
 	if shots == "" {
 		shots = t.TempDir()
@@ -443,7 +459,9 @@ func TestConsole_Layout(t *testing.T) {
 
 	for name, m := range map[string]measures{
 		"1280 px, no session": res.Wide.Home, "1280 px, a session": res.Wide.Session,
+		"1280 px, settings": res.Wide.Settings, "1280 px, inbox": res.Wide.Inbox,
 		"390 px, the list": res.Narrow.Home, "390 px, answering": res.Narrow.Streaming, "390 px, answered": res.Narrow.Session,
+		"390 px, settings": res.Narrow.Settings, "390 px, inbox": res.Narrow.Inbox,
 	} {
 		for _, p := range m.Problems {
 			t.Errorf("%s: %s", name, p)

@@ -2,8 +2,8 @@
 // Webhooks reference library (npm standardwebhooks), as a kerneld user's
 // receiver would. Usage: node receiver.mjs <whsec_ secret>. It listens on
 // a free loopback port, prints "listening <port>", then one line per
-// request: "verified <webhook-id> <payload type>" (answered 204) or
-// "rejected <reason>" (answered 401).
+// request: "verified <webhook-id> <payload type> <payload as one line of
+// JSON>" (answered 204) or "rejected <reason>" (answered 401).
 import { createServer } from "node:http";
 import { createRequire } from "node:module";
 
@@ -18,7 +18,7 @@ const server = createServer((req, res) => {
     const body = Buffer.concat(chunks).toString("utf8");
     try {
       const payload = wh.verify(body, req.headers);
-      console.log(`verified ${req.headers["webhook-id"]} ${payload.type}`);
+      console.log(`verified ${req.headers["webhook-id"]} ${payload.type} ${JSON.stringify(payload)}`);
       res.writeHead(204).end();
     } catch (err) {
       console.log(`rejected ${String(err.message).replace(/\s+/g, " ")}`);

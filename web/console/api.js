@@ -98,10 +98,20 @@ export const cancelRun = (id, runID) => request("POST", `/sessions/${enc(id)}/ru
 
 export const listApprovals = (id, runID) => request("GET", `/sessions/${enc(id)}/runs/${enc(runID)}/approvals`);
 
-export function decideApproval(id, runID, toolCallID, decision, reason) {
-  return request("POST", `/sessions/${enc(id)}/runs/${enc(runID)}/approvals/${enc(toolCallID)}`,
-    { decision, reason: reason || null });
+// decideApproval answers a tool call: decision is approve, deny or
+// always; sameArguments, with always, limits it to identical calls.
+export function decideApproval(id, runID, toolCallID, decision, reason, sameArguments) {
+  const body = { decision, reason: reason || null };
+  if (decision === "always") body.same_arguments = Boolean(sameArguments);
+  return request("POST", `/sessions/${enc(id)}/runs/${enc(runID)}/approvals/${enc(toolCallID)}`, body);
 }
+
+// listInbox returns the first page of the approvals waiting across the
+// caller's sessions, oldest request first.
+export const listInbox = (limit = 200) => request("GET", `/approvals?state=pending&limit=${limit}`);
+
+// updateSession patches a session: title, name, permission_mode, ...
+export const updateSession = (id, patch) => request("PATCH", `/sessions/${enc(id)}`, patch);
 
 // The conversation controls: a fork copies the history into a new
 // session (up to message atMessage, if given); regenerate answers a run's
@@ -112,6 +122,11 @@ export function forkSession(id, atMessage) {
 }
 export const regenerateRun = (id, runID) => request("POST", `/sessions/${enc(id)}/runs/${enc(runID)}/regenerate`);
 export const closeSession = (id) => request("POST", `/sessions/${enc(id)}/close`);
+
+// markRead records that this reader (this API key) has read session id
+// up to event seq; clearSession empties its history in place.
+export const markRead = (id, seq) => request("PUT", `/sessions/${enc(id)}/read`, { seq });
+export const clearSession = (id) => request("POST", `/sessions/${enc(id)}/clear`);
 
 // regenerate answers the last input of session id, made in run runID,
 // again in a fork, and returns the fork. kerneld does it for an input of

@@ -6,7 +6,8 @@
 import * as api from "./api.js";
 import { apply, forget, freshStart, resumePoint, save, snapshotRun } from "./conversation.js";
 import { h, shortID } from "./dom.js";
-import { initSidebar, loadAgents, loadSessions, loadSessionsSoon, markCurrent } from "./sidebar.js";
+import { changesInbox, initInbox, refreshInbox, renderInbox } from "./inbox.js";
+import { agentNamed, displayTitle, initSidebar, loadAgents, loadSessions, rerender, sessionSummary } from "./sidebar.js";
 import { follow } from "./stream.js";
 import { ConversationView, showProblem } from "./view.js";
 
@@ -53,20 +54,25 @@ function openSession(id) {
   if (current && current.id === id) return;
   closeSession();
   $("welcome").hidden = true;
+  $("inbox").hidden = true;
+  document.body.classList.remove("in-inbox");
   $("session").hidden = false;
   document.body.classList.add("in-session");
   $("session-problem").hidden = true;
   $("session-title").textContent = shortID(id);
   $("session-state").textContent = "";
+  $("session-queued").textContent = "";
   $("session-parent").replaceChildren();
   // endedRuns are the runs whose end the stream delivered: a session read
   // afterwards that still names one as active was read before its end was
   // recorded (see refreshSession).
-  current = { id, session: null, gone: false, endedRuns: new Set(), changed: new Set(), frame: 0, saveTimer: 0, refreshes: 0 };
+  current = { id, session: null, gone: false, endedRuns: new Set(), changed: new Set(), frame: 0, saveTimer: 0, refreshes: 0,
+    readSeq: 0, readTimer: 0 };
   current.view = new ConversationView($("conversation"), { onDecide: decide });
+  showSettings(false);
   startReading(resumePoint(id));
   refreshSession();
-  markCurrent();
+  rerender(); // the open session shows no unread badge
 }
 
 // startReading shows state and follows the stream from query on.
@@ -88,12 +94,13 @@ function closeSession() {
   current.stream.close();
   cancelAnimationFrame(current.frame);
   clearTimeout(current.saveTimer);
+  clearTimeout(current.readTimer);
   save(current.id, current.state);
   current = null;
   $("session").hidden = true;
   $("welcome").hidden = false;
   document.body.classList.remove("in-session");
-  markCurrent();
+  rerender();
 }
 
 function onEvent(s, ev, seq) {
@@ -111,21 +118,42 @@ function onEvent(s, ev, seq) {
   if (!s.saveTimer) {
     s.saveTimer = setTimeout(() => { s.saveTimer = 0; save(s.id, s.state); }, 250);
   }
+  if (seq > 0) markReadSoon(s, seq);
   if (changesSessionState(ev)) {
     if (ev.type === "RUN_FINISHED" || ev.type === "RUN_ERROR") s.endedRuns.add(kerneldRun(ev));
     updateBusy();
     refreshSession();
-    loadSessionsSoon();
   }
 }
 
+// ---- read cursor ------------------------------------------------------------
+
+// markReadSoon records that this reader has seen session s up to seq
+// (PUT /sessions/{id}/read), at most a few times a second: every tab's
+// sidebar then drops the session's unread badge, through the feed.
+function markReadSoon(s, seq) {
+  if (seq <= s.readSeq || s.readTimer || document.hidden) return;
+  s.readTimer = setTimeout(async () => {
+    s.readTimer = 0;
+    const upTo = s.state.lastSeq;
+    if (s !== current || upTo <= s.readSeq) return;
+    s.readSeq = upTo;
+    try {
+      await api.markRead(s.id, upTo);
+    } catch {
+      // a kerneld without read cursors, or a session gone: nothing to mark
+    }
+  }, 150);
+}
+
 // changesSessionState reports whether ev moves the session to another
-// state (running, waiting_input, completed, ...), which the header shows.
+// state (running, waiting_input, completed, ...) or queues a run, which
+// the header shows.
 // The run a snapshot comes in is no run of the session.
 function changesSessionState(ev) {
   if (snapshotRun(ev)) return false;
   return ev.type === "RUN_STARTED" || ev.type === "RUN_FINISHED" || ev.type === "RUN_ERROR" ||
-    (ev.type === "CUSTOM" && ev.name.startsWith("kerneld.approval."));
+    (ev.type === "CUSTOM" && (ev.name.startsWith("kerneld.approval.") || ev.name === "kerneld.run.queued"));
 }
 
 // kerneldRun is the run of the session an event belongs to.
@@ -173,12 +201,17 @@ async function refreshSession() {
   if (s !== current || asked !== s.refreshes) return;
   if (stale(s, session)) return;
   s.session = session;
-  $("session-title").textContent = session.name || session.agent;
+  const title = displayTitle(session);
+  $("session-title").textContent = title;
   $("session-title").title = session.id;
-  document.title = `${session.name || session.agent} · kerneld`;
+  document.title = `${title} · kerneld`;
   const badge = $("session-state");
   badge.textContent = session.state;
   badge.className = `badge state-${session.state}`;
+  const queued = session.queued_runs || 0; // a kerneld that counts them
+  $("session-queued").textContent = queued ? `${queued} queued` : "";
+  fillSettings(session);
+  if (session.last_seq > s.readSeq) markReadSoon(s, session.last_seq);
   $("session-parent").replaceChildren(
     session.parent_id ? h("a", { href: `#/s/${encodeURIComponent(session.parent_id)}` }, "parent session") : "",
     session.forked_from ? h("a", { href: `#/s/${encodeURIComponent(session.forked_from.session_id)}` }, "forked from") : "");
@@ -280,7 +313,6 @@ async function control(button, action) {
     $("session-problem").hidden = true;
     if (session && session.id !== current.id) location.hash = `#/s/${encodeURIComponent(session.id)}`;
     else refreshSession();
-    loadSessionsSoon();
   } catch (p) {
     showProblem($("session-problem"), p);
   } finally {
@@ -289,18 +321,117 @@ async function control(button, action) {
   }
 }
 
-function decide(item, decision, reason) {
-  return api.decideApproval(current.id, item.runId, item.toolCallId, decision, reason);
+function decide(item, decision, reason, sameArguments) {
+  return api.decideApproval(current.id, item.runId, item.toolCallId, decision, reason, sameArguments);
+}
+
+// ---- settings: title, permission mode, instructions, clear -------------------
+
+function showSettings(open) {
+  $("settings").hidden = !open;
+  $("settings-toggle").setAttribute("aria-expanded", String(open));
+  $("settings-status").textContent = "";
+}
+
+// fillSettings shows session's settings, unless the person is editing them.
+function fillSettings(session) {
+  const form = $("settings");
+  if (!form.hidden && form.contains(document.activeElement)) return;
+  $("title-input").value = session.title || "";
+  const agent = agentNamed(session.agent);
+  const modes = [...((agent && agent.permission_modes) || [session.permission_mode || "ask"])];
+  if (!modes.includes(session.permission_mode)) modes.push(session.permission_mode);
+  $("permission-mode").replaceChildren(...modes.map((m) => h("option", { value: m }, modeText[m] || m)));
+  $("permission-mode").value = session.permission_mode || "ask";
+  $("permission-mode").disabled = modes.length < 2;
+  const hasInstructions = "instructions" in session;
+  $("instructions-field").hidden = !hasInstructions;
+  if (hasInstructions) $("instructions-input").value = session.instructions || "";
+  $("clear-session").hidden = !hasInstructions; // the same kerneld that keeps instructions can clear
+}
+
+const modeText = {
+  ask: "ask every time",
+  read_only_auto: "run read-only tools without asking",
+  auto: "run every tool without asking",
+};
+
+// saveSettings patches what changed in the settings form.
+async function saveSettings(e) {
+  e.preventDefault();
+  const s = current && current.session;
+  if (!s) return;
+  const patch = {};
+  const title = $("title-input").value.trim();
+  if (title !== (s.title || "")) patch.title = title;
+  if ($("permission-mode").value !== s.permission_mode) patch.permission_mode = $("permission-mode").value;
+  if (!$("instructions-field").hidden && $("instructions-input").value !== (s.instructions || "")) patch.instructions = $("instructions-input").value;
+  if (Object.keys(patch).length === 0) {
+    $("settings-status").textContent = "Nothing changed.";
+    return;
+  }
+  $("settings-save").disabled = true;
+  try {
+    await api.updateSession(s.id, patch);
+    $("session-problem").hidden = true;
+    $("settings-status").textContent = "Saved.";
+    refreshSession();
+  } catch (p) {
+    showProblem($("session-problem"), p);
+    $("settings-status").textContent = "";
+  } finally {
+    $("settings-save").disabled = false;
+  }
+}
+
+// clearConversation empties the session's history in place.
+function clearConversation() {
+  if (!confirm("Clear this conversation? Its messages go; the session, its settings and its memory stay.")) return;
+  control($("clear-session"), async () => {
+    await api.clearSession(current.id);
+    const s = current;
+    s.stream.close();
+    forget(s.id);
+    startReading(freshStart()); // draw it anew: the history is gone
+    return null;
+  });
 }
 
 // ---- routing and wiring ---------------------------------------------------
 
 function route() {
+  if (location.hash === "#/inbox") $("inbox-link").setAttribute("aria-current", "page");
+  else $("inbox-link").removeAttribute("aria-current");
   const m = location.hash.match(/^#\/s\/(.+)$/);
   if (m) openSession(decodeURIComponent(m[1]));
+  else if (location.hash === "#/inbox") openInbox();
   else {
     closeSession();
+    $("inbox").hidden = true;
+    $("welcome").hidden = false;
+    document.body.classList.remove("in-session", "in-inbox");
     document.title = "kerneld console";
+  }
+}
+
+// openInbox shows the approvals waiting across sessions.
+function openInbox() {
+  closeSession();
+  $("welcome").hidden = true;
+  $("inbox").hidden = false;
+  document.body.classList.add("in-session", "in-inbox");
+  document.title = "Inbox · kerneld";
+  renderInbox();
+  refreshInbox();
+}
+
+// onFeedChange hears the session feed (after the sidebar drew it): the
+// inbox follows approvals, and the open session's header its title.
+function onFeedChange(ev) {
+  if (changesInbox(ev)) refreshInbox();
+  if (ev && current && ev.session.id === current.id &&
+      ["session.titled", "session.updated", "session.closed", "session.deleted"].includes(ev.type)) {
+    refreshSession();
   }
 }
 
@@ -326,6 +457,9 @@ function wire() {
       control($("close-session"), () => api.closeSession(current.id));
     }
   });
+  $("settings-toggle").addEventListener("click", () => showSettings($("settings").hidden));
+  $("settings").addEventListener("submit", saveSettings);
+  $("clear-session").addEventListener("click", clearConversation);
   window.addEventListener("hashchange", route);
   // Keep what is rendered when the tab goes away, so a reload resumes it.
   window.addEventListener("pagehide", () => current && save(current.id, current.state));
@@ -342,5 +476,12 @@ function openStarted(session) {
 
 wire();
 showKeyState();
-initSidebar({ onProblem: showGlobalProblem, onStarted: openStarted, currentID: () => current && current.id });
+initInbox((id, agent) => {
+  const s = sessionSummary(id);
+  return s ? displayTitle(s) : agent;
+});
+initSidebar({
+  onProblem: showGlobalProblem, onStarted: openStarted, currentID: () => current && current.id,
+  onChange: onFeedChange, onAgents: () => current && current.session && fillSettings(current.session),
+});
 route();

@@ -173,9 +173,12 @@ const handlers = {
         break;
       case "kerneld.approval.resolved":
         update(state, `a:${v.toolCallId}`, changed, (a) => {
-          a.state = v.decision === "approve" ? "approved" : v.decision === "deny" ? "denied" : "cancelled";
+          a.state = v.decision === "approve" || v.decision === "always" ? "approved" : v.decision === "deny" ? "denied" : "cancelled";
           a.reason = v.reason || "";
         });
+        break;
+      case "kerneld.approval.auto":
+        add(state, { kind: "note", key: `auto:${v.toolCallId}`, text: `${v.toolName} ran without asking: ${v.reason || v.permissionMode}.` }, changed);
         break;
       case "kerneld.run.queued":
         add(state, { kind: "note", key: `q:${v.runId}`, text: `Input queued (position ${v.position}): it runs when this run ends.` }, changed);

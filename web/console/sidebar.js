@@ -1,18 +1,27 @@
 // The sidebar: the agent New starts a session with, and the sessions,
-// newest first, a page at a time, filtered by agent and state. The page
-// (app.js) hands it what it needs of the rest in initSidebar.
+// most recently active first, kept current by the tenant's session feed
+// (feed.js): a run started anywhere (another tab, curl, a schedule)
+// moves its session to the top with its status, title, unread count and
+// waiting approvals, with no polling. The page (app.js) hands it what it
+// needs of the rest in initSidebar.
 
 import * as api from "./api.js";
+import { followFeed } from "./feed.js";
 import { h, shortID, when } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
 
-const sessionPageSize = 20;
+const sessionPageSize = 50; // the feed's snapshot is the first page of GET /sessions
 let agents = [];
-let nextCursor = null;
+let sessions = new Map(); // id → the session's summary, as the feed last told it
+let feed = null;
+let feedWorks = true; // false when this kerneld keeps no feed: then the list is read on demand
+let olderCursor = null; // the next page of GET /sessions, once Older sessions was asked for
+let olderAsked = 0;
 
 // hooks are the page's: onProblem(p) shows a refusal, onStarted(session)
-// opens a session New created, currentID() is the open session's id.
+// opens a session New created, currentID() is the open session's id,
+// onChange(ev) hears each change the feed reports, after the sidebar.
 let hooks = null;
 
 // initSidebar wires the sidebar's controls and loads it.
@@ -21,9 +30,9 @@ export function initSidebar(pageHooks) {
   $("new-session").addEventListener("submit", startSession);
   $("agent-select").addEventListener("change", showAgent);
   $("filter-agent").addEventListener("change", () => loadSessions());
-  $("filter-state").addEventListener("change", () => loadSessions());
+  $("filter-state").addEventListener("change", renderSessions);
   $("sessions-refresh").addEventListener("click", () => loadSessions());
-  $("sessions-more").addEventListener("click", () => loadSessions(true));
+  $("sessions-more").addEventListener("click", loadOlder);
   loadAgents();
   loadSessions();
 }
@@ -52,7 +61,11 @@ export async function loadAgents() {
   const filtered = select.value;
   select.replaceChildren(h("option", { value: "" }, "all"), ...agents.map((a) => h("option", {}, a.name)));
   select.value = filtered;
+  hooks.onAgents();
 }
+
+// agentNamed returns the agent called name, as GET /agents lists it.
+export const agentNamed = (name) => agents.find((a) => a.name === name) || null;
 
 // pickAgent returns chosen if it is an agent, else the first that can run.
 function pickAgent(chosen) {
@@ -63,7 +76,7 @@ function pickAgent(chosen) {
 
 // showAgent says what the chosen agent is, or why it cannot run.
 function showAgent() {
-  const a = agents.find((x) => x.name === $("agent-select").value);
+  const a = agentNamed($("agent-select").value);
   $("new-session-start").disabled = !a || !a.available;
   if (!a) {
     $("agent-about").replaceChildren();
@@ -82,8 +95,10 @@ async function startSession(e) {
   sessionStorage.setItem(agentKey, agent);
   $("new-session-start").disabled = true;
   try {
-    hooks.onStarted(await api.createSession(agent));
-    loadSessions();
+    const session = await api.createSession(agent);
+    remember(summaryOf(session), true); // at once: the feed's word follows
+    renderSessions();
+    hooks.onStarted(session);
   } catch (p) {
     hooks.onProblem(p);
   } finally {
@@ -93,34 +108,131 @@ async function startSession(e) {
 
 // ---- sessions list --------------------------------------------------------
 
-// loadSessions reloads the first page, or with more, appends the next one.
-let sessionsAsked = 0; // only the newest listing is shown: filters may change faster than answers come
-export async function loadSessions(more = false) {
-  const asked = ++sessionsAsked;
-  let page;
-  try {
-    page = await api.listSessions({ agent: $("filter-agent").value, state: $("filter-state").value,
-      cursor: more ? nextCursor : "", limit: sessionPageSize });
-  } catch (p) {
-    if (asked === sessionsAsked) hooks.onProblem(p);
+// loadSessions (re)starts the feed for the agent filter: it begins with a
+// snapshot of the first page. A kerneld without a feed is read once.
+export function loadSessions() {
+  if (feed) feed.close();
+  feed = null;
+  sessions = new Map();
+  olderCursor = null;
+  olderAsked++;
+  if (!feedWorks) {
+    readPage();
     return;
   }
-  if (asked !== sessionsAsked) return;
-  nextCursor = page.next_cursor;
-  const items = page.data.map(sessionItem);
-  if (more) $("sessions").append(...items);
-  else $("sessions").replaceChildren(...items);
-  if (!more && items.length === 0) $("sessions").append(h("li", { class: "empty" }, "No sessions yet."));
-  $("sessions-more").hidden = !nextCursor;
+  feed = followFeed($("filter-agent").value, {
+    onSnapshot(list) {
+      sessions = new Map();
+      for (const s of list) remember(s);
+      $("sessions-more").hidden = list.length < sessionPageSize;
+      olderCursor = null;
+      renderSessions();
+      hooks.onChange(null);
+    },
+    onChange(ev) {
+      if (ev.type === "session.deleted") sessions.delete(ev.session.id);
+      else remember(ev.session);
+      renderSessions();
+      hooks.onChange(ev);
+    },
+    onStatus: setFeedStatus,
+    onProblem(p) {
+      setFeedStatus("ended", p);
+      if (p.code === "feed_unavailable") {
+        feedWorks = false;
+        $("sessions-refresh").hidden = false;
+        readPage();
+        return;
+      }
+      hooks.onProblem(p);
+    },
+  });
+}
+
+// readPage lists the first page without the feed (a kerneld that keeps
+// none): the Refresh button reads it again.
+async function readPage() {
+  const asked = olderAsked;
+  try {
+    const page = await api.listSessions({ agent: $("filter-agent").value, limit: sessionPageSize });
+    if (asked !== olderAsked) return;
+    sessions = new Map();
+    for (const s of page.data) remember(summaryOf(s));
+    olderCursor = page.next_cursor;
+    $("sessions-more").hidden = !olderCursor;
+    renderSessions();
+    hooks.onChange(null);
+  } catch (p) {
+    hooks.onProblem(p);
+  }
+}
+
+// loadOlder adds the next page of sessions, older than the feed's first
+// page; the feed keeps them current from then on.
+async function loadOlder() {
+  const asked = olderAsked;
+  const filters = { agent: $("filter-agent").value, limit: sessionPageSize };
+  try {
+    if (!olderCursor) olderCursor = (await api.listSessions(filters)).next_cursor; // where the first page ends
+    if (!olderCursor) {
+      $("sessions-more").hidden = true;
+      return;
+    }
+    const page = await api.listSessions({ ...filters, cursor: olderCursor });
+    if (asked !== olderAsked) return;
+    for (const s of page.data) remember(summaryOf(s), true);
+    olderCursor = page.next_cursor;
+    $("sessions-more").hidden = !olderCursor;
+    renderSessions();
+  } catch (p) {
+    hooks.onProblem(p);
+  }
+}
+
+// summaryOf is a session read from the API as the feed would sum it up.
+function summaryOf(s) {
+  return { id: s.id, agent: s.agent, title: s.title ?? null, name: s.name ?? null, metadata: s.metadata || {},
+    status: s.status || "idle", updated_at: s.updated_at, last_seq: s.last_seq || 0,
+    pending_approvals: 0, unread: s.unread ?? 0 };
+}
+
+// remember keeps s. A session read from the API (fromAPI) never replaces
+// what the feed said of it: the feed's word is the newer.
+function remember(s, fromAPI = false) {
+  if (fromAPI && sessions.has(s.id)) return;
+  sessions.set(s.id, s);
+}
+
+// sessionSummary is what the sidebar knows of session id, or null.
+export const sessionSummary = (id) => sessions.get(id) || null;
+
+// displayTitle is what names a session in a list: its title, its name,
+// or its agent.
+export const displayTitle = (s) => s.title || s.name || s.agent;
+
+function renderSessions() {
+  const status = $("filter-state").value;
+  const shown = [...sessions.values()]
+    .filter((s) => !status || s.status === status)
+    .sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0));
+  const items = shown.map(sessionItem);
+  if (items.length === 0) items.push(h("li", { class: "empty" }, sessions.size ? "No session matches." : "No sessions yet."));
+  $("sessions").replaceChildren(...items);
   markCurrent();
 }
 
 function sessionItem(s) {
+  const current = s.id === hooks.currentID();
+  const unread = current ? 0 : s.unread || 0; // the open session is being read
+  const pending = s.pending_approvals || 0;
   return h("li", {},
-    h("a", { href: `#/s/${encodeURIComponent(s.id)}`, "data-id": s.id },
-      h("span", { class: "title" }, s.name || s.agent),
-      h("span", { class: `badge state-${s.state}` }, s.state),
-      h("span", { class: "meta" }, `${shortID(s.id)} · ${when(s.created_at)}${s.parent_id ? " · child" : ""}`)));
+    h("a", { href: `#/s/${encodeURIComponent(s.id)}`, "data-id": s.id, title: s.id, class: unread ? "has-unread" : null },
+      h("span", { class: "title" }, displayTitle(s)),
+      unread ? h("span", { class: "badge unread-badge", title: `${unread} unread` }, String(unread)) : h("span"),
+      h("span", { class: "sub" },
+        h("span", { class: `badge state-${s.status}` }, s.status),
+        pending ? h("span", { class: "badge pending-badge", title: `${pending} waiting for your approval` }, `${pending} to approve`) : "",
+        h("span", { class: "meta" }, `${s.agent} · ${shortID(s.id)} · ${when(s.updated_at)}`))));
 }
 
 export function markCurrent() {
@@ -131,8 +243,15 @@ export function markCurrent() {
   }
 }
 
-let sessionsTimer = 0;
-export function loadSessionsSoon() {
-  clearTimeout(sessionsTimer);
-  sessionsTimer = setTimeout(() => loadSessions(), 300);
+// rerender draws the list again (the open session changed: its unread
+// badge is not shown).
+export const rerender = renderSessions;
+
+const feedStatusText = { connecting: "connecting…", live: "live", reconnecting: "reconnecting…", ended: "not live" };
+
+function setFeedStatus(status, p) {
+  const el = $("feed-status");
+  el.textContent = feedStatusText[status] || status;
+  el.className = `feed-status status-${status}`;
+  el.title = p ? `${p.title}: ${p.detail}` : "the list follows kerneld's session feed";
 }

@@ -137,28 +137,43 @@ function toolNode(item) {
 }
 
 function approvalNode(item, onDecide) {
+  return ApprovalCard(item, onDecide);
+}
+
+// ApprovalCard is a tool call waiting for a decision: approve, deny (with
+// a reason), or always (approve the tool's later calls in the session,
+// or with "only these arguments" only its identical calls). onDecide(item,
+// decision, reason, sameArguments) returns a promise that rejects with a
+// Problem. extra.context is shown above the arguments (the inbox names
+// the session).
+export function ApprovalCard(item, onDecide, extra = {}) {
   const status = h("p", { class: "approval-state", role: "status" });
   const problem = h("div", { class: "problem", role: "alert", hidden: true });
   const reason = h("input", { type: "text", class: "reason", placeholder: "Reason (optional, for a denial)", "aria-label": "Reason for denying" });
   const approve = h("button", { type: "button", class: "primary approve" }, "Approve");
+  const always = h("button", { type: "button", class: "always", title: `Approve, and run ${item.toolName} without asking for the rest of this session` }, "Always");
+  const same = h("input", { type: "checkbox", class: "same-arguments" });
+  const sameLabel = h("label", { class: "same", title: "With Always: only later calls with exactly these arguments run without asking" }, same, " only these arguments");
   const deny = h("button", { type: "button", class: "danger deny" }, "Deny");
-  const actions = h("div", { class: "approval-actions" }, approve, deny, reason);
+  const actions = h("div", { class: "approval-actions" }, approve, always, sameLabel, deny, reason);
   const title = h("h3", {}, "Approval needed: ", h("code", {}, item.toolName));
   const args = h("div", {}, h("div", { class: "label" }, "Arguments"), h("pre", { class: "args" }, pretty(item.arguments)));
-  const el = h("section", { class: "approval", "data-key": item.key, "aria-label": `Approval for ${item.toolName}` },
-    title, args, actions, status, problem);
+  const el = h("section", { class: "approval", "data-key": item.key || null, "aria-label": `Approval for ${item.toolName}` },
+    title, extra.context || "", args, actions, status, problem);
+  const buttons = [approve, always, deny];
   let current = item;
   const decide = async (decision) => {
-    approve.disabled = deny.disabled = true;
+    for (const b of buttons) b.disabled = true;
     problem.hidden = true;
     try {
-      await onDecide(current, decision, reason.value.trim());
+      await onDecide(current, decision, reason.value.trim(), decision === "always" && same.checked);
     } catch (p) {
       showProblem(problem, p);
-      approve.disabled = deny.disabled = false;
+      for (const b of buttons) b.disabled = false;
     }
   };
   approve.addEventListener("click", () => decide("approve"));
+  always.addEventListener("click", () => decide("always"));
   deny.addEventListener("click", () => decide("deny"));
   return {
     el,

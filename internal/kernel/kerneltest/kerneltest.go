@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -164,6 +165,10 @@ type Options struct {
 	Images *images.Library
 	// SessionMCP configures the MCP servers clients attach to sessions.
 	SessionMCP kernel.SessionMCP
+	// Logger receives the kernel's logs; nil drops them.
+	Logger *slog.Logger
+	// Guards answers for the agents' guards; nil asks none.
+	Guards kernel.Guards
 }
 
 // Kernel is a test kernel with the pieces a test may want to reach.
@@ -195,6 +200,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention, Replication: opts.Replication,
 		Quotas: opts.Quotas, StallAfter: opts.StallAfter, Feed: opts.Feed, Titles: opts.Titles, Images: opts.Images,
 		SessionMCP: opts.SessionMCP,
+		Logger:     opts.Logger, Guards: opts.Guards,
 	})
 	if err != nil {
 		tb.Fatalf("new kernel: %v", err)

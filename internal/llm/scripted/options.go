@@ -20,6 +20,10 @@ type options struct {
 	summary    string        // the answer to a compaction summary request
 	summaryErr string        // when set, summary requests fail with this message
 	crashAfter int           // when set, every call ends the process after this many tokens (see faults.go)
+	// replies answer a run whose input starts with one's prefix with its
+	// text alone, instead of the script: an input kerneld posts itself (a
+	// background child's result, a schedule's) can get its own answer.
+	replies []resultText
 }
 
 // step is what the model answers to one call.
@@ -66,6 +70,7 @@ func decodeOptions(raw map[string]any) (options, error) {
 		"summary":            valueField(&o.summary),
 		"summary_error":      valueField(&o.summaryErr),
 		"crash_after_tokens": valueField(&o.crashAfter),
+		"replies":            func(p string, n *yaml.Node) error { return decodeWhenResult(p, n, &o.replies) },
 	})
 	if err != nil {
 		return options{}, err
@@ -147,7 +152,7 @@ func decodeCalls(path string, n *yaml.Node, calls *[]toolCall) error {
 	return nil
 }
 
-// decodeWhenResult decodes one step's when_result list.
+// decodeWhenResult decodes one step's when_result list, or replies.
 func decodeWhenResult(path string, n *yaml.Node, out *[]resultText) error {
 	if n.Kind != yaml.SequenceNode {
 		return errdefs.Invalid(path, "must be a list of {starts_with, text}")

@@ -42,6 +42,8 @@ var _ llm.Provider = (*Model)(nil)
 //	      - {starts_with: "denied", text: "Not saved."}
 //	error: "boom"            # fail every call with this message ...
 //	fail_after_tokens: 3     # ... after this many text and reasoning tokens
+//	replies:                 # a run whose input starts so gets this text alone
+//	  - {starts_with: "[child_result]", text: "Noted."}
 //	summary: "They chatted." # the answer to a compaction summary request
 //	summary_error: "boom"    # fail summary requests with this message
 //	crash_after_tokens: 5    # end the process after this many tokens of every call;
@@ -64,6 +66,9 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Chunk
 		return m.summarise(ctx, req, emit)
 	}
 	st := m.opts.steps[min(max(req.Turn, 0), len(m.opts.steps)-1)]
+	if text, ok := m.opts.reply(req.RunInput); ok {
+		st = step{text: text}
+	}
 	c := &call{ctx: ctx, emit: emit, opts: &m.opts}
 	if err := c.words(expand(st.reasoning, req.RunInput), reasoningChunk); err != nil {
 		return err
@@ -83,6 +88,16 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Chunk
 		}
 	}
 	return c.send(llm.Chunk{Usage: &llm.Usage{InputTokens: inputWords(req), OutputTokens: c.out}})
+}
+
+// reply returns the text of the first reply whose prefix starts input.
+func (o *options) reply(input string) (string, bool) {
+	for _, r := range o.replies {
+		if strings.HasPrefix(input, r.prefix) {
+			return r.text, true
+		}
+	}
+	return "", false
 }
 
 // textFor returns the step's text for a call that sees msgs: the text of

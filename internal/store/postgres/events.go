@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/session"
@@ -36,8 +37,8 @@ type appendReq struct {
 //
 // Calls from many goroutines are committed together (group commit): an
 // appender takes every call that queued while it was committing the last
-// batch and writes them as one transaction with one multi-row INSERT, so
-// a stream of token events costs a commit per batch, not per event.
+// batch and writes them with one statement (appendSQL), one round trip
+// and one commit per batch, not per event.
 //
 // If ctx ends before the call is queued, it returns ctx.Err() and appends
 // nothing; once queued it waits for the transaction's outcome, so it never
@@ -108,37 +109,35 @@ func (s *Store) gather(first *appendReq) []*appendReq {
 	return batch
 }
 
-// writeBatch appends the events of batch in one transaction and answers
+// writeBatch appends the events of batch in one statement and answers
 // every call. A call refused on its own (missing session, lost lease)
-// appends nothing and does not fail the others; a failed transaction
-// fails them all. A deadlock or serialization failure is tried again once.
+// appends nothing and does not fail the others; a failed statement fails
+// them all. A deadlock or serialization failure is tried again once.
 func (s *Store) writeBatch(batch []*appendReq) {
 	ctx := context.Background() // the calls' outcome must not depend on who asked first
-	var accepted []*appendReq
+	args := newAppendArgs(batch, s.channel(eventsChannel))
 	var firsts []int64
 	var err error
 	for attempt := 0; attempt < 2; attempt++ {
-		err = s.inTx(ctx, func(tx pgx.Tx) error {
-			var err error
-			accepted, firsts, err = appendBatch(ctx, tx, batch, s.channel(eventsChannel))
-			return err
-		})
+		firsts, err = args.run(ctx, s.pool)
 		if !retryable(err) {
 			break
 		}
 	}
-	for i, r := range accepted {
-		if err == nil {
+	err = s.failed(ctx, err)
+	for i, r := range batch {
+		switch {
+		case err != nil:
+			r.err = fmt.Errorf("append events of session %s: %w", r.evs[0].SessionID, err)
+		case firsts[i] == seqNotFound:
+			r.err = session.SessionNotFound(r.evs[0].SessionID)
+		case firsts[i] == seqFenced:
+			r.err = session.ErrFenced
+		default:
 			for j := range r.evs {
 				r.evs[j].Seq = firsts[i] + int64(j)
 			}
 		}
-		r.err = err
-		if err != nil {
-			r.err = fmt.Errorf("append events of session %s: %w", r.evs[0].SessionID, err)
-		}
-	}
-	for _, r := range batch {
 		close(r.done)
 	}
 }
@@ -150,50 +149,107 @@ func retryable(err error) bool {
 	return ok && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
-// appendBatch numbers and inserts the calls of batch that may append, in
-// tx, and returns them with the first seq of each. It sets the err of the
-// others. The sessions' rows are locked in id order, then their leases',
-// so concurrent batches cannot deadlock.
-func appendBatch(ctx context.Context, tx pgx.Tx, batch []*appendReq, channel string) ([]*appendReq, []int64, error) {
-	ids := make([]string, 0, len(batch))
-	for _, r := range batch {
-		r.err = nil
-		ids = append(ids, r.evs[0].SessionID)
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	last, err := lockSeqs(ctx, tx, ids)
-	if err != nil {
-		return nil, nil, err
-	}
-	tokens, err := lockLeases(ctx, tx, ids)
-	if err != nil {
-		return nil, nil, err
-	}
-	var rows eventRows
-	touched := make(map[string]int64, len(ids)) // the last seq of each session appended to
-	var accepted []*appendReq
-	var firsts []int64
-	for _, r := range batch {
+// What appendSQL answers, instead of a first seq, for a call it refused.
+const (
+	seqNotFound = -1 // the session does not exist
+	seqFenced   = -2 // its lease is not held with the call's token
+)
+
+// appendSQL appends a batch in one statement, so one round trip, in the
+// implicit transaction of that statement: it locks the sessions' rows in
+// id order (s), then, once all of those are held, their live leases in
+// the same order (l), so that concurrent batches cannot deadlock; takes
+// the calls whose session exists and whose token holds the lease (a),
+// numbering each from its session's last seq and the calls before it;
+// inserts their events; moves the sessions' last seqs and tells the
+// tailers (NOTIFY is delivered at commit, so never before the rows are
+// visible). It answers each call, in order, with its first seq or why it
+// was refused.
+//
+// Rows locked FOR UPDATE are read as last committed, so last_seq is the
+// latest even when the statement waited for another batch's lock.
+const appendSQL = `WITH s AS MATERIALIZED (
+	SELECT id, last_seq FROM sessions WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE
+), l AS MATERIALIZED (
+	SELECT session_id, token FROM leases
+	WHERE session_id = ANY(ARRAY(SELECT id FROM s)) AND expires_at > kerneld_now_us()
+	ORDER BY session_id FOR UPDATE
+), r AS MATERIALIZED (
+	SELECT q.i, q.sid, q.n, s.last_seq, s.id IS NOT NULL AS found,
+		s.id IS NOT NULL AND q.token <> 0 AND l.token IS NOT NULL AND l.token = q.token AS held
+	FROM unnest($2::text[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS q(sid, token, n, i)
+	LEFT JOIN s ON s.id = q.sid
+	LEFT JOIN l ON l.session_id = q.sid
+), a AS MATERIALIZED (
+	SELECT i, sid, n, (last_seq + sum(n) OVER (PARTITION BY sid ORDER BY i) - n + 1)::bigint AS first
+	FROM r WHERE held
+), ins AS (
+	INSERT INTO events (session_id, seq, run_id, type, time, data, meta)
+	SELECT a.sid, a.first + e.off, e.run, e.type, e.time, e.data, e.meta
+	FROM unnest($5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::bigint[], $10::bytea[], $11::bytea[])
+		AS e(req, off, run, type, time, data, meta)
+	JOIN a ON a.i = e.req
+), upd AS (
+	UPDATE sessions SET last_seq = m.last
+	FROM (SELECT sid, max(first + n - 1) AS last FROM a GROUP BY sid) AS m
+	WHERE sessions.id = m.sid
+	RETURNING pg_notify($12, m.last || ' ' || m.sid)
+)
+SELECT CASE WHEN NOT r.found THEN -1 WHEN NOT r.held THEN -2 ELSE a.first END,
+	(SELECT count(*) FROM upd)
+FROM r LEFT JOIN a ON a.i = r.i
+ORDER BY r.i`
+
+// appendArgs are appendSQL's parameters for one batch: the calls, and
+// their events as arrays bound in binary, one statement whatever the
+// batch's size.
+type appendArgs struct {
+	ids            []string // the batch's sessions, sorted, once each
+	sids           []string // per call
+	tokens, counts []int64  // per call
+	reqs, offs     []int64  // per event: its call (from 1) and place in it
+	runs, types    []string
+	times          []int64
+	data, meta     [][]byte
+	channel        string
+}
+
+func newAppendArgs(batch []*appendReq, channel string) *appendArgs {
+	a := &appendArgs{channel: channel}
+	for i, r := range batch {
 		id := r.evs[0].SessionID
-		seq, ok := last[id]
-		switch {
-		case !ok:
-			r.err = session.SessionNotFound(id)
-			continue
-		case tokens[id] != r.token || r.token == 0:
-			r.err = session.ErrFenced
-			continue
+		a.ids = append(a.ids, id)
+		a.sids, a.tokens, a.counts = append(a.sids, id), append(a.tokens, r.token), append(a.counts, int64(len(r.evs)))
+		for j, ev := range r.evs {
+			a.reqs, a.offs = append(a.reqs, int64(i+1)), append(a.offs, int64(j))
+			a.runs, a.types = append(a.runs, ev.RunID), append(a.types, string(ev.Type))
+			a.times = append(a.times, micros(ev.Time))
+			a.data, a.meta = append(a.data, ev.Data), append(a.meta, ev.Meta)
 		}
-		accepted, firsts = append(accepted, r), append(firsts, seq+1)
-		rows.add(r.evs, seq+1)
-		last[id] = seq + int64(len(r.evs))
-		touched[id] = last[id]
 	}
-	if len(accepted) == 0 {
-		return nil, nil, nil
+	slices.Sort(a.ids)
+	a.ids = slices.Compact(a.ids)
+	return a
+}
+
+// run executes the statement and returns each call's first seq, or
+// seqNotFound or seqFenced.
+func (a *appendArgs) run(ctx context.Context, pool *pgxpool.Pool) ([]int64, error) {
+	rows, err := pool.Query(ctx, appendSQL, a.ids, a.sids, a.tokens, a.counts,
+		a.reqs, a.offs, a.runs, a.types, a.times, a.data, a.meta, a.channel)
+	if err != nil {
+		return nil, err
 	}
-	return accepted, firsts, rows.write(ctx, tx, touched, channel)
+	firsts := make([]int64, 0, len(a.sids))
+	var first, notified int64
+	_, err = pgx.ForEachRow(rows, []any{&first, &notified}, func() error {
+		firsts = append(firsts, first)
+		return nil
+	})
+	if err == nil && len(firsts) != len(a.sids) {
+		err = fmt.Errorf("append events: %d answers for %d calls", len(firsts), len(a.sids))
+	}
+	return firsts, err
 }
 
 // lockSeqs locks the rows of sessions ids and returns their last seqs; a
@@ -210,24 +266,9 @@ func lockSeqs(ctx context.Context, tx pgx.Tx, ids []string) (map[string]int64, e
 	return last, err
 }
 
-// lockLeases locks the live leases of sessions ids and returns their
-// tokens.
-func lockLeases(ctx context.Context, tx pgx.Tx, ids []string) (map[string]int64, error) {
-	rows, err := tx.Query(ctx, `SELECT session_id, token FROM leases
-		WHERE session_id = ANY($1) AND expires_at > kerneld_now_us() ORDER BY session_id FOR UPDATE`, ids)
-	if err != nil {
-		return nil, err
-	}
-	tokens := make(map[string]int64, len(ids))
-	var id string
-	var token int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &token}, func() error { tokens[id] = token; return nil })
-	return tokens, err
-}
-
-// eventRows are the columns of the events a batch inserts, as arrays for
-// one INSERT … SELECT FROM unnest: one statement whatever the batch's
-// size, its parameters bound in binary.
+// eventRows are the columns of events written inside a transaction (a
+// run's start: StartRun), as arrays for one INSERT … SELECT FROM unnest,
+// its parameters bound in binary. Appends write theirs with appendSQL.
 type eventRows struct {
 	sessions, runs, types []string
 	seqs, times           []int64

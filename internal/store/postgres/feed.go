@@ -14,27 +14,30 @@ import (
 // replica reads the same table, so a subscriber on any replica sees the
 // entries appended by any other.
 
+// appendFeedSQL appends an entry in one statement: it takes the tenant's
+// next seq, inserts the entry and drops the ones more than $6 older ($6 >
+// 0). Being one statement, it holds the tenant's head row only while
+// Postgres runs it, never while the client is between round trips: a
+// replica that stops (SIGSTOP, a long GC pause) mid-append cannot keep
+// the other replicas from appending to the tenant's feed.
+const appendFeedSQL = `WITH h AS (
+	INSERT INTO feed_heads AS h (tenant, seq) VALUES ($1, 1)
+	ON CONFLICT (tenant) DO UPDATE SET seq = h.seq + 1 RETURNING h.seq
+), ins AS (
+	INSERT INTO feed (tenant, seq, session_id, kind, created_at, data)
+	SELECT $1, h.seq, $2, $3, $4, $5 FROM h
+), del AS (
+	DELETE FROM feed WHERE tenant = $1 AND $6::bigint > 0 AND seq <= (SELECT seq FROM h) - $6::bigint
+)
+SELECT seq FROM h`
+
 // AppendFeed appends e to its tenant's feed, assigning e.Seq, and drops
 // the entries more than keep older than it (none when keep <= 0).
 func (s *Store) AppendFeed(ctx context.Context, e *session.FeedEntry, keep int) error {
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `INSERT INTO feed_heads AS h (tenant, seq) VALUES ($1, 1)
-			ON CONFLICT (tenant) DO UPDATE SET seq = h.seq + 1 RETURNING h.seq`, e.Tenant).Scan(&e.Seq)
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO feed (tenant, seq, session_id, kind, created_at, data)
-			VALUES ($1, $2, $3, $4, $5, $6)`, e.Tenant, e.Seq, e.SessionID, e.Kind, micros(e.Time), nonNil(e.Data))
-		if err != nil {
-			return err
-		}
-		if keep > 0 && e.Seq > int64(keep) {
-			_, err = tx.Exec(ctx, `DELETE FROM feed WHERE tenant = $1 AND seq <= $2`, e.Tenant, e.Seq-int64(keep))
-		}
-		return err
-	})
+	err := s.pool.QueryRow(ctx, appendFeedSQL, e.Tenant, e.SessionID, e.Kind, micros(e.Time), nonNil(e.Data),
+		int64(keep)).Scan(&e.Seq)
 	if err != nil {
-		return fmt.Errorf("append feed: %w", err)
+		return fmt.Errorf("append feed: %w", s.failed(ctx, err))
 	}
 	return nil
 }

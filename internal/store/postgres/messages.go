@@ -41,19 +41,11 @@ func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session
 		if err := checkLease(ctx, tx, id, token); err != nil {
 			return err
 		}
-		var last int64
-		err := tx.QueryRow(ctx, `SELECT coalesce(max(position), 0) FROM messages WHERE session_id = $1`, id).Scan(&last)
-		if err != nil {
-			return err
-		}
-		batch := &pgx.Batch{}
+		last, err := insertMessages(ctx, tx, msgs, docs)
 		for i := range msgs {
-			m, d := &msgs[i], docs[i]
 			positions[i] = last + int64(i) + 1
-			batch.Queue(insertMessageSQL, m.SessionID, positions[i], m.ID, m.RunID, string(m.Role),
-				m.Content, d[0], m.ToolCallID, m.IsError, micros(m.CreatedAt), d[1], d[2])
 		}
-		return tx.SendBatch(ctx, batch).Close()
+		return err
 	})
 	if err != nil {
 		return wrapUnlessKnown(err, "append messages of session %s", id)
@@ -62,6 +54,25 @@ func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session
 		msgs[i].Position = positions[i]
 	}
 	return nil
+}
+
+// insertMessages inserts msgs, of one session whose row tx has locked,
+// after its last message, and returns the position of that last message.
+func insertMessages(ctx context.Context, tx pgx.Tx, msgs []session.Message, docs [][3]*string) (last int64, err error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	err = tx.QueryRow(ctx, `SELECT coalesce(max(position), 0) FROM messages WHERE session_id = $1`, msgs[0].SessionID).Scan(&last)
+	if err != nil {
+		return 0, err
+	}
+	batch := &pgx.Batch{}
+	for i := range msgs {
+		m, d := &msgs[i], docs[i]
+		batch.Queue(insertMessageSQL, m.SessionID, last+int64(i)+1, m.ID, m.RunID, string(m.Role),
+			m.Content, d[0], m.ToolCallID, m.IsError, micros(m.CreatedAt), d[1], d[2])
+	}
+	return last, tx.SendBatch(ctx, batch).Close()
 }
 
 // messageDocs encodes each message's tool calls, compaction and images.

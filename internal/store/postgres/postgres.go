@@ -34,8 +34,9 @@
 // one session's writes (idempotency keys, the queue bound, the memory
 // bound, a message's position) see each other. Event appends are
 // group-committed: concurrent AppendEvents calls go through appenders
-// that write whatever has queued as one transaction with one multi-row
-// INSERT (see events.go).
+// that write whatever has queued with one statement, which checks the
+// leases, numbers and inserts the events and notifies the tailers in one
+// round trip (see events.go).
 //
 // # Leases
 //
@@ -74,6 +75,16 @@ const (
 	// by then, so a stuck lock or a slow disk fails a request rather than
 	// holding its connection for ever.
 	DefaultStatementTimeout = 30 * time.Second
+	// IdleInTransactionTimeout is Postgres' idle_in_transaction_session_timeout
+	// for the store's connections. kerneld never waits inside a
+	// transaction, but a replica that stops between two statements of one
+	// (SIGSTOP, a frozen VM, a machine starved of CPU) would otherwise keep
+	// its row locks, a session's lease row among them, and so keep every
+	// other replica from taking its sessions over, for as long as it is
+	// stopped. Postgres ends such a connection after this long instead;
+	// the stopped replica finds it gone when it wakes, and its lease
+	// fenced.
+	IdleInTransactionTimeout = 5 * time.Second
 	// DefaultAppenders is how many transactions of appends one replica
 	// keeps in flight. One commits while the other gathers the next batch;
 	// more only spread the same appends over more commits.
@@ -161,6 +172,7 @@ func poolConfig(opts Options) (*pgxpool.Config, error) {
 	if timeout > 0 {
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(timeout.Milliseconds(), 10)
 	}
+	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(IdleInTransactionTimeout.Milliseconds(), 10)
 	cfg.ConnConfig.RuntimeParams["application_name"] = "kerneld"
 	return cfg, nil
 }
@@ -196,11 +208,16 @@ func (s *Store) Schema() string { return s.schema }
 // inTx runs fn in a transaction, committing if it returns nil. An error
 // of Postgres refusing the write is an *errdefs.StorageError.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	err := unavailable(ctx, pgx.BeginFunc(ctx, s.pool, fn))
+	return s.failed(ctx, pgx.BeginFunc(ctx, s.pool, fn))
+}
+
+// failed returns err of a write as unavailable does and, when it says the
+// connection was lost, drops the pool's other idle connections: they are
+// most likely gone too (a restart, a failover, terminated backends), and
+// dropping them now saves failing one write on each.
+func (s *Store) failed(ctx context.Context, err error) error {
+	err = unavailable(ctx, err)
 	if lost(err) {
-		// The pool's other idle connections are most likely gone too (a
-		// restart, a failover, terminated backends): drop them now rather
-		// than fail one write on each.
 		s.pool.Reset()
 	}
 	return err

@@ -25,9 +25,6 @@ import (
 	"github.com/kerneld/kerneld/internal/tools"
 )
 
-// envLeaseRace runs TestLeaseRenewalRacesRelease.
-const envLeaseRace = "KERNELD_TEST_LEASE_RACE"
-
 // warnings counts the log records at warning level or above, by message.
 type warnings struct {
 	mu   sync.Mutex
@@ -86,22 +83,19 @@ func (r *releases) RenewLease(ctx context.Context, id string, token int64, ttl t
 }
 
 // Short runs, one after another on many sessions, while the kernel renews
-// its leases 100 ms apart (a TTL of 300 ms): a run's end releases its
-// session's lease, the next run takes it anew, and no lease may be taken
-// for lost meanwhile. Two races made W2 on Redis log dozens of "lease
-// lost" warnings: a renewal pass renewed a snapshot of the sessions held
-// when it began, so a lease released meanwhile was renewed with its old
-// token and refused; and the pass renewed one lease after another, so on
-// a busy store a pass over many sessions outlasted the TTL and leases
-// expired between their renewals, stopping runs without writing as if
-// another replica had taken their sessions (such a run never ends). Both
-// are fixed; the test still runs only when asked, because under the race
-// detector on a loaded machine a single round trip to Redis can outlast
-// the 300 ms TTL, and then the lease is lost for real.
+// its leases a third of a TTL apart (a TTL of 1 s): a run's end releases
+// its session's lease, the next run takes it anew, and no lease may be
+// taken for lost meanwhile. Two races made W2 on Redis log dozens of
+// "lease lost" warnings: a renewal pass renewed a snapshot of the
+// sessions held when it began, so a lease released meanwhile was renewed
+// with its old token and refused; and the pass renewed one lease after
+// another, so on a busy store a pass over many sessions outlasted the TTL
+// and leases expired between their renewals, stopping runs without
+// writing as if another replica had taken their sessions (such a run
+// never ends). The TTL is short enough for many renewal passes to meet
+// releases, and long enough that a loaded machine running the race
+// detector answers well within it.
 func TestLeaseRenewalRacesRelease(t *testing.T) {
-	if os.Getenv(envLeaseRace) != "1" {
-		t.Skipf("skip: a 300 ms lease TTL needs a machine that answers well within it; set %s=1 to run", envLeaseRace)
-	}
 	srv := redistest.Use(t)
 	st := &releases{Store: mustOpen(t, srv), released: make(map[string]bool)}
 	dir := t.TempDir()
@@ -119,7 +113,7 @@ model:
 	w := &warnings{}
 	done := &ends{}
 	k, err := kernel.New(kernel.Config{Agents: agentReg, Tools: reg, Store: st, Observers: []kernel.Observer{done},
-		Logger: slog.New(w), Replication: kernel.Replication{Replica: "r1", LeaseTTL: 300 * time.Millisecond}})
+		Logger: slog.New(w), Replication: kernel.Replication{Replica: "r1", LeaseTTL: time.Second}})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -127,7 +121,7 @@ model:
 		require.NoError(t, k.Close(ctx))
 	})
 	ctx := t.Context()
-	const sessions, runs = 16, 60
+	const sessions, runs = 16, 40
 	var wg sync.WaitGroup
 	var failed atomic.Value
 	for range sessions {

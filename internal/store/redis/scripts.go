@@ -33,6 +33,7 @@ var (
 	scriptRunUpdate      = newScript("run_update")
 	scriptRunFind        = newScript("run_find")
 	scriptRunList        = newScript("run_list")
+	scriptRunStart       = newScript("run_start")
 	scriptEventsAppend   = newScript("events_append")
 	scriptMessagesAppend = newScript("messages_append")
 	scriptMemoryPut      = newScript("memory_put")
@@ -48,7 +49,7 @@ var (
 // allScripts lists every script, for Open to load.
 var allScripts = []*goredis.Script{
 	scriptSessionCreate, scriptSessionUpdate, scriptSessionDelete,
-	scriptRunCreate, scriptRunUpdate, scriptRunFind, scriptRunList,
+	scriptRunCreate, scriptRunUpdate, scriptRunFind, scriptRunList, scriptRunStart,
 	scriptEventsAppend, scriptMessagesAppend, scriptMemoryPut, scriptMemoryDelete,
 	scriptLeaseAcquire, scriptLeaseRenew, scriptLeaseRelease,
 	scriptQuotaTake, scriptQuotaRuns, scriptQuotaUnlock,

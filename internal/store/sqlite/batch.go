@@ -30,6 +30,7 @@ const (
 	stmtCountQueued
 	stmtFindRunByKey
 	stmtRunExists
+	stmtSessionVersion
 	numStmts
 )
 
@@ -51,6 +52,7 @@ var stmtSQL = [numStmts]string{
 	stmtCountQueued:    `SELECT count(*) FROM runs WHERE session_id = ? AND state = 'queued'`,
 	stmtFindRunByKey:   findRunByKeySQL,
 	stmtRunExists:      `SELECT 1 FROM runs WHERE session_id = ? AND id = ?`,
+	stmtSessionVersion: `SELECT version FROM sessions WHERE id = ?`,
 }
 
 // batchTx is the writer's transaction for one batch, with what the batch

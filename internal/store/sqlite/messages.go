@@ -33,22 +33,13 @@ func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session
 	if _, err := session.MessagesOfOneSession(msgs); err != nil {
 		return err
 	}
-	calls := make([]any, perMessage*len(msgs)) // per message: its tool calls, its compaction, its images
-	for i := range msgs {
-		var err error
-		if calls[perMessage*i], err = encodeToolCalls(msgs[i].ToolCalls); err != nil {
-			return fmt.Errorf("append message %s: %w", msgs[i].ID, err)
-		}
-		if calls[perMessage*i+1], err = encodeCompaction(msgs[i].Compaction); err != nil {
-			return fmt.Errorf("append message %s: %w", msgs[i].ID, err)
-		}
-		if calls[perMessage*i+2], err = encodeImageRefs(msgs[i].Images); err != nil {
-			return fmt.Errorf("append message %s: %w", msgs[i].ID, err)
-		}
+	calls, err := encodeMessages(msgs)
+	if err != nil {
+		return err
 	}
 	// msgs is untouched until the messages are committed.
 	positions := make([]int64, len(msgs))
-	err := s.write(ctx, func(tx *batchTx) (own, err error) {
+	err = s.write(ctx, func(tx *batchTx) (own, err error) {
 		return tx.appendMessages(msgs, calls, positions, token)
 	})
 	if err != nil {
@@ -58,6 +49,26 @@ func (s *Store) AppendMessages(ctx context.Context, token int64, msgs ...session
 		msgs[i].Position = positions[i]
 	}
 	return nil
+}
+
+// encodeMessages returns the columns of msgs that are encoded,
+// perMessage of them a message: its tool calls, its compaction, its
+// images.
+func encodeMessages(msgs []session.Message) ([]any, error) {
+	calls := make([]any, perMessage*len(msgs))
+	for i := range msgs {
+		var err error
+		if calls[perMessage*i], err = encodeToolCalls(msgs[i].ToolCalls); err != nil {
+			return nil, fmt.Errorf("append message %s: %w", msgs[i].ID, err)
+		}
+		if calls[perMessage*i+1], err = encodeCompaction(msgs[i].Compaction); err != nil {
+			return nil, fmt.Errorf("append message %s: %w", msgs[i].ID, err)
+		}
+		if calls[perMessage*i+2], err = encodeImageRefs(msgs[i].Images); err != nil {
+			return nil, fmt.Errorf("append message %s: %w", msgs[i].ID, err)
+		}
+	}
+	return calls, nil
 }
 
 // perMessage counts the encoded columns AppendMessages passes per message.

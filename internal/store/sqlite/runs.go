@@ -33,36 +33,41 @@ const updateRunSQL = `UPDATE runs SET state = ?, input = ?, idempotency_key = ?,
 // CreateRun stores a new run of an existing session, checking c in the
 // same transaction; see kernel.RunStore.
 func (s *Store) CreateRun(ctx context.Context, r session.Run, c session.RunConstraints) error {
-	code, msg := runErrorArgs(r.Error)
 	ext, err := encodeExt(r.RunExt)
 	if err != nil {
 		return fmt.Errorf("create run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, func(tx *batchTx) (own, err error) {
-		// A taken id comes first: checkRun would answer a run created
-		// again with its own key as a replay of itself.
-		var one int
-		switch err := tx.queryRow(stmtRunExists, r.SessionID, r.ID).Scan(&one); {
-		case err == nil:
-			return session.RunExists(r.ID), nil
-		case !errors.Is(err, sql.ErrNoRows):
-			return nil, fmt.Errorf("create run %s: %w", r.ID, err)
-		}
-		if own, err := tx.checkRun(r, c); own != nil || err != nil {
-			return own, err
-		}
-		created, err := tx.exec(stmtCreateRun, r.SessionID, r.ID, string(r.State), r.Input,
-			r.IdempotencyKey, micros(r.CreatedAt), nullMicros(r.StartedAt), nullMicros(r.EndedAt),
-			code, msg, r.Usage.InputTokens, r.Usage.OutputTokens, r.StartSeq, r.EndSeq, r.Version, ext,
-			r.SessionID)
-		if err != nil {
-			return nil, fmt.Errorf("create run %s: %w", r.ID, err)
-		}
-		if created {
-			return nil, nil
-		}
-		return tx.missingRun(r.SessionID, session.RunExists(r.ID))
+		return tx.createRun(r, c, ext)
 	})
+}
+
+// createRun inserts the new run r, checking c first.
+func (tx *batchTx) createRun(r session.Run, c session.RunConstraints, ext any) (own, err error) {
+	// A taken id comes first: checkRun would answer a run created again
+	// with its own key as a replay of itself.
+	var one int
+	switch err := tx.queryRow(stmtRunExists, r.SessionID, r.ID).Scan(&one); {
+	case err == nil:
+		return session.RunExists(r.ID), nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	if own, err := tx.checkRun(r, c); own != nil || err != nil {
+		return own, err
+	}
+	code, msg := runErrorArgs(r.Error)
+	created, err := tx.exec(stmtCreateRun, r.SessionID, r.ID, string(r.State), r.Input,
+		r.IdempotencyKey, micros(r.CreatedAt), nullMicros(r.StartedAt), nullMicros(r.EndedAt),
+		code, msg, r.Usage.InputTokens, r.Usage.OutputTokens, r.StartSeq, r.EndSeq, r.Version, ext,
+		r.SessionID)
+	if err != nil {
+		return nil, fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	if created {
+		return nil, nil
+	}
+	return tx.missingRun(r.SessionID, session.RunExists(r.ID))
 }
 
 // checkRun applies a new run's constraints in the writer's transaction.
@@ -110,31 +115,36 @@ func (s *Store) GetRun(ctx context.Context, sessionID, runID string) (session.Ru
 // UpdateRun replaces the stored run with r if it is still at r.Version;
 // see kernel.RunStore.
 func (s *Store) UpdateRun(ctx context.Context, r session.Run) error {
-	code, msg := runErrorArgs(r.Error)
 	ext, err := encodeExt(r.RunExt)
 	if err != nil {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, func(tx *batchTx) (own, err error) {
-		updated, err := tx.exec(stmtUpdateRun, string(r.State), r.Input, r.IdempotencyKey,
-			micros(r.CreatedAt), nullMicros(r.StartedAt), nullMicros(r.EndedAt), code, msg,
-			r.Usage.InputTokens, r.Usage.OutputTokens, r.StartSeq, r.EndSeq, ext, r.SessionID, r.ID, r.Version)
-		if err != nil {
-			return nil, fmt.Errorf("update run %s: %w", r.ID, err)
-		}
-		if updated {
-			return nil, nil
-		}
-		var one int
-		err = tx.queryRow(stmtRunExists, r.SessionID, r.ID).Scan(&one)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return tx.missingRun(r.SessionID, session.RunNotFound(r.ID))
-		case err != nil:
-			return nil, fmt.Errorf("update run %s: %w", r.ID, err)
-		}
-		return session.ErrStale, nil
+		return tx.updateRun(r, ext)
 	})
+}
+
+// updateRun replaces the stored run with r if it is still at r.Version.
+func (tx *batchTx) updateRun(r session.Run, ext any) (own, err error) {
+	code, msg := runErrorArgs(r.Error)
+	updated, err := tx.exec(stmtUpdateRun, string(r.State), r.Input, r.IdempotencyKey,
+		micros(r.CreatedAt), nullMicros(r.StartedAt), nullMicros(r.EndedAt), code, msg,
+		r.Usage.InputTokens, r.Usage.OutputTokens, r.StartSeq, r.EndSeq, ext, r.SessionID, r.ID, r.Version)
+	if err != nil {
+		return nil, fmt.Errorf("update run %s: %w", r.ID, err)
+	}
+	if updated {
+		return nil, nil
+	}
+	var one int
+	err = tx.queryRow(stmtRunExists, r.SessionID, r.ID).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return tx.missingRun(r.SessionID, session.RunNotFound(r.ID))
+	case err != nil:
+		return nil, fmt.Errorf("update run %s: %w", r.ID, err)
+	}
+	return session.ErrStale, nil
 }
 
 // ListRuns returns a session's runs matching q, most recently created

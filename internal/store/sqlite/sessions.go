@@ -111,21 +111,27 @@ func (s *Store) UpdateSession(ctx context.Context, sess session.Session) error {
 		return fmt.Errorf("update session %s: %w", sess.ID, err)
 	}
 	return s.write(ctx, func(tx *batchTx) (own, err error) {
-		updated, err := tx.exec(stmtUpdateSession, sess.Tenant, sess.Agent, sess.Name, meta,
-			string(sess.State), sess.ParentID, sess.RootID, sess.Depth, micros(sess.CreatedAt),
-			micros(sess.UpdatedAt), int64(sess.TTL), nullMicros(sess.ExpiresAt), sess.ActiveRunID,
-			sess.InheritMemory, sess.ForkedFrom, ext, sess.ID, sess.Version)
-		if err != nil {
-			return nil, fmt.Errorf("update session %s: %w", sess.ID, err)
-		}
-		if !updated {
-			if own, err := tx.requireSession(sess.ID); own != nil || err != nil {
-				return own, err
-			}
-			return session.ErrStale, nil
-		}
-		return nil, tx.indexMetadata(sess, true)
+		return tx.updateSession(sess, meta, ext)
 	})
+}
+
+// updateSession replaces the stored session with sess, keeping its
+// LastSeq, if it is still at sess.Version.
+func (tx *batchTx) updateSession(sess session.Session, meta, ext any) (own, err error) {
+	updated, err := tx.exec(stmtUpdateSession, sess.Tenant, sess.Agent, sess.Name, meta,
+		string(sess.State), sess.ParentID, sess.RootID, sess.Depth, micros(sess.CreatedAt),
+		micros(sess.UpdatedAt), int64(sess.TTL), nullMicros(sess.ExpiresAt), sess.ActiveRunID,
+		sess.InheritMemory, sess.ForkedFrom, ext, sess.ID, sess.Version)
+	if err != nil {
+		return nil, fmt.Errorf("update session %s: %w", sess.ID, err)
+	}
+	if !updated {
+		if own, err := tx.requireSession(sess.ID); own != nil || err != nil {
+			return own, err
+		}
+		return session.ErrStale, nil
+	}
+	return nil, tx.indexMetadata(sess, true)
 }
 
 // DeleteSession removes the session with everything it owns; the foreign

@@ -52,3 +52,19 @@ func (s *Store) LimitPages(ctx context.Context, pages int64) (int64, error) {
 	}
 	return got, nil
 }
+
+// RefuseWrites makes every write fail as on a disk that takes none (one
+// that is full to the last byte, or remounted read-only), or lifts that:
+// PRAGMA query_only on the writer's connection, the only one that writes,
+// so SQLite itself refuses them, as it would the real thing. A page limit
+// (LimitPages) is not enough for that: updates in place and small rows
+// still fit in the pages the database has. Tests use it; kerneld never
+// does.
+func (s *Store) RefuseWrites(ctx context.Context, refuse bool) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if _, err := s.tx.conn.ExecContext(ctx, `PRAGMA query_only = `+strconv.FormatBool(refuse)); err != nil {
+		return fmt.Errorf("refuse writes: %w", err)
+	}
+	return nil
+}

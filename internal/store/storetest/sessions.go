@@ -114,6 +114,9 @@ func testSessionExt(t *testing.T, st kernel.Store) {
 				Temperature: float(0), MaxTokens: integer(256)},
 			Model:      "small",
 			Compaction: &session.Compaction{Position: 9, Summary: "s", FirstKept: 5, TokensBefore: 90, TokensAfter: 9, Messages: 4},
+			// Read cursors and replies give each reader its unread count.
+			ReadCursors: map[string]int64{"key:0a1b": 7, "user:ff00": 12},
+			Replies:     []int64{5, 9, 12},
 		}
 	})
 	got := mustGetSession(t, st, s.ID)
@@ -126,6 +129,8 @@ func testSessionExt(t *testing.T, st kernel.Store) {
 	got.AgentState = json.RawMessage(`[1, "two", null]`)
 	got.Overrides = &session.Overrides{MaxTokens: integer(10)}
 	got.ClosedReason, got.ForkPosition = "", 0
+	got.ReadCursors["key:0a1b"] = 12
+	got.Replies = append(got.Replies, 20)
 	require.NoError(t, st.UpdateSession(ctx, got))
 	got.Version++
 	assert.Equal(t, normSession(got), normSession(mustGetSession(t, st, s.ID)))

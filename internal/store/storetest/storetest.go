@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) kernel.Store) {
 	}{
 		{"sessions", sessionTests},
 		{"runs", runTests},
+		{"start", startTests},
 		{"messages", messageTests},
 		{"memory", memoryTests},
 		{"events", eventTests},

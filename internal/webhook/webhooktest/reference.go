@@ -2,6 +2,7 @@ package webhooktest
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -87,6 +88,41 @@ func stopReference(cmd *exec.Cmd, stdin io.Closer, lines chan string) {
 // Next returns the receiver's next line ("verified <id> <type>" or
 // "rejected <reason>"), failing tb after timeout.
 func (r *Reference) Next(tb testing.TB, timeout time.Duration) string {
+	tb.Helper()
+	line := r.next(tb, timeout)
+	if rest, ok := strings.CutPrefix(line, "verified "); ok {
+		if f := strings.SplitN(rest, " ", 3); len(f) == 3 {
+			return "verified " + f[0] + " " + f[1] // without the payload
+		}
+	}
+	return line
+}
+
+// Verified is a delivery the reference receiver verified.
+type Verified struct {
+	ID      string // its webhook-id
+	Type    string
+	Payload map[string]any // the body, as the library returned it
+}
+
+// NextVerified returns the next delivery the receiver verified, failing tb
+// when it rejected one instead, or heard nothing within timeout.
+func (r *Reference) NextVerified(tb testing.TB, timeout time.Duration) Verified {
+	tb.Helper()
+	line := r.next(tb, timeout)
+	rest, ok := strings.CutPrefix(line, "verified ")
+	f := strings.SplitN(rest, " ", 3)
+	if !ok || len(f) != 3 {
+		tb.Fatalf("the reference receiver said %q, want a verified delivery", line)
+	}
+	v := Verified{ID: f[0], Type: f[1]}
+	if err := json.Unmarshal([]byte(f[2]), &v.Payload); err != nil {
+		tb.Fatalf("the reference receiver printed a payload that is not JSON: %v", err)
+	}
+	return v
+}
+
+func (r *Reference) next(tb testing.TB, timeout time.Duration) string {
 	tb.Helper()
 	select {
 	case line, ok := <-r.lines:

@@ -1,0 +1,119 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/kerneld/kerneld/internal/agents"
+	"github.com/kerneld/kerneld/internal/errdefs"
+	"github.com/kerneld/kerneld/internal/session"
+)
+
+// Background children. spawn_agent with wait: false starts a child and
+// returns at once with its ids; the parent's run goes on. When the
+// child's run ends, its session's driver (on whichever replica holds the
+// child) posts the answer to the parent session as a new input with
+// source child_result: queued behind a busy parent's active run, or
+// steered into it when the parent's agent says child_results: steer; run
+// at once on an idle parent. The run that takes the input in logs
+// CUSTOM kerneld.child.result first. The post carries an idempotency key
+// named after the child's run, so it is made once however often it is
+// tried. The child is closed once its answer is posted: it no longer
+// counts against max_children, and closing the parent closes (and so
+// cancels) the children still at work.
+
+// Events that mark a background child in its parent's stream.
+const (
+	customChildStarted = "kerneld.child.started"
+	customChildResult  = "kerneld.child.result"
+)
+
+// childResultPrefix starts the input that brings a child's answer, so
+// the model (and a script) can tell it from a person's.
+const childResultPrefix = "[child_result]"
+
+// startedInBackground answers spawn_agent call c that started child
+// session s, running agent, in the background: the parent's stream marks
+// the child, and the model learns its ids.
+func (r *runner) startedInBackground(c session.ToolCall, agent string, s session.Session, run session.Run) (string, error) {
+	ev := session.Custom(customChildStarted, map[string]string{"runId": r.run.ID, "toolCallId": c.ID,
+		"childSessionId": session.PublicID(s.ID), "childRunId": run.ID, "agent": agent})
+	if !r.ar.notices.post(ev) { // this runs on a tool call's goroutine: the run's own logs it
+		return "", errSealed
+	}
+	out, err := json.Marshal(map[string]string{"child_session_id": session.PublicID(s.ID), "child_run_id": run.ID,
+		"agent": agent, "state": "running",
+		"note": "the child works in the background; its answer arrives as a new input starting " + childResultPrefix})
+	return string(out), err
+}
+
+// childResultEvent marks, in run runID of the parent, the input that
+// brings child's answer.
+func childResultEvent(runID string, c session.ChildResult) session.Event {
+	return session.Custom(customChildResult, map[string]string{"runId": runID,
+		"childSessionId": session.PublicID(c.SessionID), "childRunId": c.RunID, "agent": c.Agent, "state": string(c.State)})
+}
+
+// childEnded is called by a session's driver once run, of that session,
+// has ended: a background child's answer is posted to its parent, and the
+// child closed, on a goroutine of the kernel's, since the closing waits
+// for the driver to settle the session.
+func (k *Kernel) childEnded(h *held, run session.Run) {
+	if !run.Background || !run.State.Terminal() {
+		return
+	}
+	k.wg.Go(func() {
+		ctx := context.WithoutCancel(h.ctx)
+		if err := k.postChildResult(ctx, run); err != nil {
+			k.log.Warn("post a background child's answer to its parent", "session", run.SessionID, "run", run.ID, "err", err)
+		}
+		if _, err := k.closeSession(ctx, run.SessionID, "its answer was posted to its parent"); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			k.log.Error("close child session", "session", run.SessionID, "err", err)
+		}
+	})
+}
+
+// postChildResult posts the answer of run, a background child's, ended,
+// to the child's parent session as a child_result input. A parent closed
+// or gone meanwhile hears nothing.
+func (k *Kernel) postChildResult(ctx context.Context, run session.Run) error {
+	child, err := k.store.GetSession(ctx, run.SessionID)
+	if err != nil || child.ParentID == "" {
+		return err
+	}
+	parent, err := k.store.GetSession(ctx, child.ParentID)
+	if err != nil {
+		return err
+	}
+	res := session.ChildResult{SessionID: child.ID, RunID: run.ID, Agent: child.Agent, State: run.State}
+	if res.Answer, err = k.answerOf(ctx, run); err != nil {
+		res.Answer, res.Error = "", err.Error()
+	}
+	ifBusy := BusyQueue
+	if spec, err := k.agents.Get(parent.Agent); err == nil && spec.ChildResults == agents.ChildResultsSteer {
+		ifBusy = BusySteer
+	}
+	req := RunRequest{Input: k.childResultInput(res), IfBusy: ifBusy, IdempotencyKey: "child_result:" + run.ID, childResult: &res}
+	_, _, err = k.Run(WithTenant(ctx, parent.Tenant), parent.ID, req)
+	if errdefs.CodeOf(err) == errdefs.CodeSessionClosed {
+		return nil
+	}
+	return err
+}
+
+// childResultInput is the input that brings res to the parent's model,
+// within the input size limit.
+func (k *Kernel) childResultInput(res session.ChildResult) string {
+	head := fmt.Sprintf("%s The agent %q you started in the background (child session %s, run %s) ",
+		childResultPrefix, res.Agent, session.PublicID(res.SessionID), res.RunID)
+	body := "finished. Its answer:\n" + res.Answer
+	if res.Error != "" {
+		body = "did not finish: " + res.Error
+	}
+	if limit := k.limits.MaxInputBytes; limit > 0 && len(head)+len(body) > limit {
+		body = session.CutRunes(body, max(limit-len(head), 0))
+	}
+	return head + body
+}

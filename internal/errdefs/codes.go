@@ -12,6 +12,7 @@ type Code string
 
 // The codes a client may receive.
 const (
+	CodeAgentNotAllowed               Code = "agent_not_allowed"
 	CodeAgentNotFound                 Code = "agent_not_found"
 	CodeAgentUnavailable              Code = "agent_unavailable"
 	CodeApprovalDecided               Code = "approval_decided"
@@ -117,6 +118,7 @@ const (
 
 // Answered lists every code a client may receive, in order.
 var Answered = []Code{
+	CodeAgentNotAllowed,
 	CodeAgentNotFound,
 	CodeAgentUnavailable,
 	CodeApprovalDecided,

@@ -24,6 +24,7 @@ type messageResponse struct {
 	IsError    bool               `json:"is_error"`
 	Compaction *compactionBody    `json:"compaction"`
 	CreatedAt  time.Time          `json:"created_at"`
+	Agent      string             `json:"agent,omitempty"`
 }
 
 // compactionBody describes a compaction entry of the history.
@@ -39,7 +40,7 @@ func toMessageResponse(m session.Message) messageResponse {
 	out := messageResponse{
 		ID: m.ID, Position: m.Position, RunID: m.RunID, Role: m.Role, Content: m.Content,
 		ToolCalls: make([]toolCallResponse, len(m.ToolCalls)), ToolCallID: nullable(m.ToolCallID),
-		IsError: m.IsError, CreatedAt: m.CreatedAt.UTC(),
+		IsError: m.IsError, CreatedAt: m.CreatedAt.UTC(), Agent: m.Agent,
 	}
 	for i, c := range m.ToolCalls {
 		out.ToolCalls[i] = toolCallResponse{ID: c.ID, Name: c.Name, Arguments: c.Arguments}

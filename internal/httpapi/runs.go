@@ -19,6 +19,8 @@ type createRunRequest struct {
 	Input     json.RawMessage `json:"input"`
 	IfBusy    string          `json:"if_busy"`
 	Overrides *overridesBody  `json:"overrides"`
+	// Agent runs the input as another agent than the session's.
+	Agent string `json:"agent"`
 }
 
 // Validate checks shape only; busy policies and bounds are the kernel's.
@@ -87,6 +89,7 @@ type runResponse struct {
 	StartSeq       *int64            `json:"start_seq"`
 	EndSeq         *int64            `json:"end_seq"`
 	Resumes        int               `json:"resumes"`
+	Agent          string            `json:"agent,omitempty"`
 }
 
 func toRunResponse(r session.Run) runResponse {
@@ -97,7 +100,7 @@ func toRunResponse(r session.Run) runResponse {
 		CreatedAt: r.CreatedAt.UTC(),
 		StartedAt: nullableTime(r.StartedAt), EndedAt: nullableTime(r.EndedAt),
 		Usage:    usageResponse{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens},
-		StartSeq: nullableSeq(r.StartSeq), EndSeq: nullableSeq(r.EndSeq), Resumes: r.Resumes,
+		StartSeq: nullableSeq(r.StartSeq), EndSeq: nullableSeq(r.EndSeq), Resumes: r.Resumes, Agent: r.Agent,
 	}
 	if r.Error != nil {
 		out.Error = &runErrorResponse{Code: r.Error.Code, Message: r.Error.Message}
@@ -123,6 +126,7 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) error {
 	}
 	return s.startRun(w, r, r.PathValue("id"), kernel.RunRequest{
 		Input: input, Images: imgs, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key, Overrides: req.Overrides.toOverrides(),
+		Agent: req.Agent,
 	})
 }
 

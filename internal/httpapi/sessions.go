@@ -30,6 +30,8 @@ type createSessionRequest struct {
 	Webhooks       []webhookBody `json:"webhooks"`
 	// MCPServers are MCP servers whose tools the session's runs get.
 	MCPServers []mcpServerBody `json:"mcp_servers"`
+	// Agents may take turns on the session besides its own agent.
+	Agents []string `json:"agents"`
 }
 
 // webhookBody is a receiver a session names for its events; the kernel
@@ -97,6 +99,7 @@ type updateSessionRequest struct {
 	// Overrides replace the session's; {} clears them.
 	Overrides      *overridesBody `json:"overrides"`
 	PermissionMode *string        `json:"permission_mode"`
+	Agents         *[]string      `json:"agents"`
 	// MCPServers replace the session's own MCP servers ([] removes them);
 	// only while it runs nothing.
 	MCPServers *[]mcpServerBody `json:"mcp_servers"`
@@ -141,6 +144,7 @@ type sessionResponse struct {
 	ForkedFrom   *forkedFromResponse        `json:"forked_from"`
 	ClosedReason *string                    `json:"closed_reason"`
 	Overrides    overridesBody              `json:"overrides"`
+	Agents       []string                   `json:"agents,omitempty"`
 	MCPServers   []sessionMCPServerResponse `json:"mcp_servers"`
 	permissionsResponse
 	CreatedAt time.Time `json:"created_at"`
@@ -167,7 +171,7 @@ func toSessionResponse(s session.Session, reader string) sessionResponse {
 		ParentID: nullable(session.PublicID(s.ParentID)), RootID: session.PublicID(s.RootID), Depth: s.Depth, Tenant: s.Tenant,
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
 		ClosedReason: nullable(s.ClosedReason), Overrides: toOverridesBody(s.Overrides), permissionsResponse: toPermissionsResponse(s),
-		Title: nullable(s.Title), MCPServers: toSessionMCPServers(s.MCPServers), Unread: s.Unread(reader), ReadSeq: s.ReadCursors[reader],
+		Title: nullable(s.Title), Unread: s.Unread(reader), ReadSeq: s.ReadCursors[reader], Agents: s.Agents, MCPServers: toSessionMCPServers(s.MCPServers),
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
 	if s.ForkedFrom != "" {
@@ -204,7 +208,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	create := kernel.CreateSession{
 		Agent: req.Agent, Name: req.Name, Title: req.Title, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
 		Overrides: req.Overrides.toOverrides(), ID: deref(req.ID), IdempotencyKey: key, Webhooks: toWebhooks(req.Webhooks),
-		PermissionMode: req.PermissionMode, MCPServers: toMCPServers(req.MCPServers),
+		PermissionMode: req.PermissionMode, Agents: req.Agents, MCPServers: toMCPServers(req.MCPServers),
 	}
 	if req.Inherit != nil {
 		create.InheritMemory = req.Inherit.Memory
@@ -268,7 +272,7 @@ func (s *Server) handleSessionUpdate(w http.ResponseWriter, r *http.Request) err
 	}
 	update := kernel.SessionUpdate{
 		Name: req.Name, Title: req.Title, Metadata: req.Metadata, Overrides: req.Overrides.toOverrides(),
-		PermissionMode: req.PermissionMode,
+		PermissionMode: req.PermissionMode, Agents: req.Agents,
 	}
 	if req.MCPServers != nil {
 		servers := toMCPServers(*req.MCPServers)

@@ -112,7 +112,7 @@ func (k *Kernel) DecideWith(ctx context.Context, sessionID, runID, toolCallID st
 	}
 	if always {
 		call := session.ToolCall{ID: toolCallID, Name: a.ToolName, Arguments: string(a.Arguments)}
-		if err := k.addGrant(ctx, sessionID, grantOf(call, v.SameArguments)); err != nil {
+		if err := k.addGrant(ctx, sessionID, grantOf(call, v.SameArguments, got.Agent)); err != nil {
 			return Approval{}, fmt.Errorf("record the standing approval: %w", err)
 		}
 	}

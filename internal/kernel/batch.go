@@ -206,7 +206,7 @@ func (b *toolBatch) decide(d decision, keep func(error)) int {
 	}
 	keep(b.r.emit(resolvedEvent(c.ID, verdict, d.reason)))
 	if d.approve && d.always {
-		g := grantOf(c, d.sameArguments)
+		g := grantOf(c, d.sameArguments, b.r.run.Agent)
 		b.r.grants = append(b.r.grants, g)
 		b.applyGrant(g, keep)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/session"
+	"github.com/kerneld/kerneld/internal/store/memory"
 )
 
 // Agents for the background child tests: bgchild blocks in the test tool
@@ -138,4 +139,38 @@ func waitClosed(t *testing.T, k *kernel.Kernel, id string) {
 	t.Helper()
 	require.Eventually(t, func() bool { return mustGet(t, k, id).State == session.StateClosed },
 		waitTimeout, time.Millisecond, "session %s never closed", id)
+}
+
+// TestContinue_BackgroundChild kills a process while a background child
+// and its parent both work: the next process continues both, the parent's
+// run starts no second child, and the child's answer still reaches the
+// parent.
+func TestContinue_BackgroundChild(t *testing.T) {
+	opts := kerneltest.Options{Agents: []string{bgChild, `
+name: bgcrash
+model:
+  provider: scripted
+  script:
+    - {text: "Starting.", tool_calls: [{name: spawn_agent, arguments: {agent: bgchild, input: work, wait: false}}, {name: wait}]}
+    - {text: "Started."}
+  replies: [{starts_with: "[child_result]", text: "Got the result."}]
+tools: [spawn_agent, wait]
+child_agents: [bgchild]
+`}}
+	db := memory.New()
+	p1 := startProcess(t, db, opts)
+	s := mustSession(t, p1.Kernel.Kernel, "bgcrash")
+	mustRun(t, p1.Kernel.Kernel, s.ID, "go")
+	<-p1.Wait.Started() // the parent's wait, and the child's, in either order
+	<-p1.Wait.Started()
+	p1.kill(t)
+
+	p2 := startProcess(t, db, opts)
+	second := waitChildResult(t, p2.Kernel.Kernel, p2.rec, s.ID)
+	assert.Equal(t, session.RunSucceeded, second.State)
+	assert.Contains(t, second.Input, "Child done.")
+	children, err := p2.Children(t.Context(), s.ID, kernel.PageRequest{})
+	require.NoError(t, err)
+	assert.Len(t, children.Items, 1, "the continued run started no second child")
+	verifiedLog(t, p2.Kernel.Kernel, s.ID)
 }

@@ -269,6 +269,9 @@ func (r *runner) record(msgs ...session.Message) error {
 	now := r.k.now().UTC()
 	for i := range msgs {
 		msgs[i].SessionID, msgs[i].RunID, msgs[i].CreatedAt = r.run.SessionID, r.run.ID, now
+		if msgs[i].Role == session.RoleAssistant {
+			msgs[i].Agent = r.spec.Name
+		}
 	}
 	if err := r.k.store.AppendMessages(r.storeCtx(), r.h.token, msgs...); err != nil {
 		return &emitError{err: fmt.Errorf("append messages: %w", err)}

@@ -73,7 +73,11 @@ type modelSettings struct {
 // settingsOf returns the settings of run r of session s.
 func settingsOf(spec agents.Spec, s session.Session, r session.Run) modelSettings {
 	out := modelSettings{Model: spec.Model.Name, Temperature: spec.Model.Temperature, MaxTokens: spec.Model.MaxTokens}
-	for _, o := range []*session.Overrides{s.Overrides, r.Overrides} { // the run's last: it wins
+	own := s.Overrides
+	if r.Agent != "" {
+		own = nil // the session's overrides are its agent's; another agent's run takes its own only
+	}
+	for _, o := range []*session.Overrides{own, r.Overrides} { // the run's last: it wins
 		if o == nil {
 			continue
 		}

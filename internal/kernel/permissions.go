@@ -76,7 +76,10 @@ func (r *runner) permissions() (permissions, error) {
 	if !r.spec.AllowsPermissionMode(mode) {
 		mode = agents.PermissionAsk
 	}
-	return permissions{mode: mode, grants: append(s.Grants, r.grants...)}, nil
+	grants := slices.DeleteFunc(append(slices.Clone(s.Grants), r.grants...), func(g session.Grant) bool {
+		return g.Agent != r.run.Agent // a grant covers the calls of the agent it was given to
+	})
+	return permissions{mode: mode, grants: grants}, nil
 }
 
 // autoReason says why call c may go ahead without asking, or "" when a
@@ -147,8 +150,8 @@ func autoApprovedEvent(c session.ToolCall, mode, reason string) session.Event {
 }
 
 // grantOf is the standing approval a decision "always" on call c gives.
-func grantOf(c session.ToolCall, sameArguments bool) session.Grant {
-	g := session.Grant{Tool: c.Name, ToolCallID: c.ID}
+func grantOf(c session.ToolCall, sameArguments bool, agent string) session.Grant {
+	g := session.Grant{Tool: c.Name, ToolCallID: c.ID, Agent: agent}
 	if sameArguments {
 		g.Arguments = session.CanonicalArguments(c.Arguments)
 	}
@@ -182,7 +185,7 @@ func (r *runner) unawait(id string) {
 func (k *Kernel) addGrant(ctx context.Context, id string, g session.Grant) error {
 	return k.updateSession(ctx, id, func(s *session.Session) error {
 		for _, have := range s.Grants {
-			if have.Tool == g.Tool && (have.Arguments == "" || have.Arguments == g.Arguments) {
+			if have.Tool == g.Tool && have.Agent == g.Agent && (have.Arguments == "" || have.Arguments == g.Arguments) {
 				return errUnchanged
 			}
 		}

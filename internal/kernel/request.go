@@ -43,7 +43,7 @@ func (r *runner) request(ctx context.Context, n int) (llm.Request, error) {
 	return llm.Request{
 		Model:           r.settings.Model,
 		System:          withContext(systemPrompt(r.spec.SystemPrompt, mem), r.run.Context),
-		Messages:        r.modelView(),
+		Messages:        named(r.modelView(), r.spec.Name, r.run.Agent != ""),
 		Tools:           r.tools,
 		Temperature:     r.settings.Temperature,
 		MaxTokens:       r.settings.MaxTokens,
@@ -103,7 +103,7 @@ func withSection(base, heading string, lines []string) string {
 
 // toLLM converts a stored message to what a provider sees.
 func toLLM(m session.Message) llm.Message {
-	out := llm.Message{Role: llm.Role(m.Role), Content: m.Content, ToolCallID: m.ToolCallID, IsError: m.IsError}
+	out := llm.Message{Role: llm.Role(m.Role), Content: m.Content, ToolCallID: m.ToolCallID, IsError: m.IsError, Name: m.Agent}
 	for _, c := range m.ToolCalls {
 		out.ToolCalls = append(out.ToolCalls, llm.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}

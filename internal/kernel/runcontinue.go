@@ -199,7 +199,7 @@ func (k *Kernel) takeUp(ctx context.Context, h *held, run session.Run, reason st
 	rp := replayRun(evs)
 	reason = cmp.Or(run.Handoff, reason)
 	crash := crashResume(run, reason)
-	spec, agentErr := k.runnableAgent(s.Agent)
+	spec, agentErr := k.specOf(s, run)
 	switch {
 	case rp.terminal != nil:
 		return k.endLeft(ctx, h.token, run, "", "") // only its record is behind its log

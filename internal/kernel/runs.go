@@ -48,6 +48,9 @@ type RunRequest struct {
 	ID string
 	// AGUI holds what an AG-UI client adds to a run; see session.RunExt.
 	AGUI AGUIRun
+	// Agent names the agent to run as, when not the session's own (see
+	// peers.go); "" runs the session's agent.
+	Agent string
 	// Source says what posted the run when no client did
 	// (session.RunSourceSchedule); "" for a client.
 	Source string
@@ -79,9 +82,12 @@ func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (ses
 	if err != nil {
 		return session.Run{}, false, err
 	}
-	spec, err := k.runnableAgent(s.Agent)
+	spec, err := k.runAgent(s, req.Agent)
 	if err != nil {
 		return session.Run{}, false, err
+	}
+	if req.Agent == s.Agent {
+		req.Agent = "" // the session's own
 	}
 	if err := checkOverrides(spec, req.Overrides); err != nil {
 		return session.Run{}, false, err

@@ -49,6 +49,7 @@ func (k *Kernel) newRun(sessionID string, req RunRequest, state session.RunState
 	run.TraceParent = req.traceParent
 	run.Images = req.imageRefs
 	run.Source, run.Background, run.ChildResult = req.Source, req.background, req.childResult
+	run.Agent = req.Agent
 	if run.ChildResult != nil {
 		run.Source = session.RunSourceChildResult
 	}
@@ -95,7 +96,7 @@ func (k *Kernel) startQueued(h *held, run session.Run) bool {
 		k.endQueued(h, run, session.RunCancelled, nil)
 		return false
 	}
-	spec, err := k.runnableAgent(s.Agent)
+	spec, err := k.specOf(s, run)
 	if err != nil {
 		k.endQueued(h, run, session.RunFailed, &session.RunError{Code: session.ErrorCodeInternal, Message: err.Error()})
 		return false
@@ -273,6 +274,9 @@ func startEvents(r session.Run, inputID string) []session.Event {
 	evs := []session.Event{session.RunStarted(r.SessionID, r.ID)}
 	if r.Model != "" {
 		evs[0] = evs[0].WithMeta("model", r.Model)
+	}
+	if r.Agent != "" {
+		evs[0] = evs[0].WithMeta("agent", r.Agent)
 	}
 	if r.AgentState != nil {
 		evs = append(evs, session.StateSnapshot(r.AgentState))

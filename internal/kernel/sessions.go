@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/kerneld/kerneld/internal/agents"
@@ -36,6 +37,9 @@ type CreateSession struct {
 	// MCPServers are MCP servers whose tools the session's runs get
 	// beside the agent's (sessionmcp.go).
 	MCPServers []session.MCPServer
+	// Agents are other agents that may take turns on the session's
+	// conversation (see peers.go).
+	Agents []string
 	// ID is an id the client chose, unique within its tenant, and
 	// IdempotencyKey the key of a creation the client may retry; see
 	// EnsureSession, which alone uses them.
@@ -59,6 +63,9 @@ type SessionUpdate struct {
 	// MCPServers, when not nil, replace the session's own MCP servers
 	// (empty: none); only while no run is under way.
 	MCPServers *[]session.MCPServer
+	// Agents, when not nil, replace the other agents that may take turns
+	// on the session; empty clears them.
+	Agents *[]string
 }
 
 // ListSessions is a request to list sessions. Empty filters match all.
@@ -88,6 +95,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		return session.Session{}, err
 	}
 	if err := checkPermissionMode(spec, req.PermissionMode); err != nil {
+		return session.Session{}, err
+	}
+	if err := k.checkSessionAgents(req.Agent, req.Agents); err != nil {
 		return session.Session{}, err
 	}
 	if err := k.validateSessionFields(req.Name, req.Metadata); err != nil {
@@ -126,6 +136,7 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	s.Webhooks = req.Webhooks
 	s.MCPServers = session.CloneMCPServers(req.MCPServers)
 	s.SpawnKey = req.spawnKey
+	s.Agents = slices.Clone(req.Agents)
 	if req.IdempotencyKey != "" {
 		s.RequestHash = creationHash(req)
 	}
@@ -322,6 +333,11 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 	if err := k.checkSessionPermissionMode(s, u.PermissionMode); err != nil {
 		return session.Session{}, err
 	}
+	if u.Agents != nil {
+		if err := k.checkSessionAgents(s.Agent, *u.Agents); err != nil {
+			return session.Session{}, err
+		}
+	}
 	if u.Title != nil {
 		if err := k.validateTitle(*u.Title); err != nil {
 			return session.Session{}, err
@@ -353,6 +369,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 				return mcpServersBusy(s.ID, s.ActiveRunID)
 			}
 			s.MCPServers = session.CloneMCPServers(*u.MCPServers)
+		}
+		if u.Agents != nil {
+			s.Agents = slices.Clone(*u.Agents)
 		}
 		s.Metadata = mergeMetadata(s.Metadata, u.Metadata)
 		if err := k.validateSessionFields(s.Name, s.Metadata); err != nil {

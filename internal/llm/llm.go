@@ -43,6 +43,10 @@ type Message struct {
 	ToolCalls  []ToolCall // RoleAssistant
 	ToolCallID string     // RoleTool: the call this answers
 	IsError    bool       // RoleTool: the tool failed
+	// Name is the agent that wrote an assistant message, set when several
+	// agents take turns on one conversation; adapters whose vendor has a
+	// field for it send it (OpenAI's name).
+	Name string
 }
 
 // Image is a picture in a user message: its bytes with their media type

@@ -62,6 +62,9 @@ type Message struct {
 	// Compaction describes a RoleCompaction entry; nil for other roles.
 	Compaction *Compaction `json:",omitempty"`
 	CreatedAt  time.Time
+	// Agent is the agent that wrote an assistant message; "" for other
+	// roles and for messages older than the field.
+	Agent string `json:",omitempty"`
 }
 
 // MemoryEntry is one key of a session's memory.

@@ -15,6 +15,9 @@ type Grant struct {
 	Arguments string `json:"arguments,omitempty"`
 	// ToolCallID is the call whose decision gave the grant.
 	ToolCallID string `json:"tool_call_id"`
+	// Agent is the agent whose call's decision gave the grant when it is
+	// not the session's own: a grant covers the calls of that agent only.
+	Agent string `json:"agent,omitempty"`
 }
 
 // Covers reports whether g approves call c.

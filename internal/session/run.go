@@ -186,6 +186,9 @@ type RunExt struct {
 	// ChildResult, on a run whose Source is RunSourceChildResult, names
 	// the child run whose end its input reports.
 	ChildResult *ChildResult `json:"child_result,omitempty"`
+	// Agent is the agent that runs the run when it is not the session's
+	// own: another agent taking a turn on the conversation.
+	Agent string `json:"agent,omitempty"`
 }
 
 // ChildResult is how a background child's run ended, as its parent

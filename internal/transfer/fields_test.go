@@ -26,7 +26,7 @@ func TestDumpCarriesEveryField(t *testing.T) {
 			"EndedAt", "Error", "Usage", "StartSeq", "EndSeq", "Version", "RunExt"}},
 		{session.RunError{}, []string{"Code", "Message"}},
 		{session.Message{}, []string{"ID", "SessionID", "Position", "RunID", "Role", "Content", "Images",
-			"ToolCalls", "ToolCallID", "IsError", "Compaction", "CreatedAt"}},
+			"ToolCalls", "ToolCallID", "IsError", "Compaction", "CreatedAt", "Agent"}},
 		{session.ToolCall{}, []string{"ID", "Name", "Arguments"}},
 		{session.MemoryEntry{}, []string{"SessionID", "Key", "Value", "UpdatedAt"}},
 		{session.Image{}, []string{"Tenant", "Hash", "MediaType", "Size", "Data", "CreatedAt"}},

@@ -124,6 +124,7 @@ type messageRecord struct {
 	IsError    bool                `json:"is_error,omitempty"`
 	Compaction *session.Compaction `json:"compaction,omitempty"`
 	CreatedAt  time.Time           `json:"created_at"`
+	Agent      string              `json:"agent,omitempty"`
 }
 
 type toolCallRecord struct {

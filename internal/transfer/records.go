@@ -69,7 +69,7 @@ func toMessageRecord(m session.Message) messageRecord {
 		Kind: kindMessage, SessionID: m.SessionID, Position: m.Position, ID: m.ID, RunID: m.RunID,
 		Role: string(m.Role), Content: m.Content, Images: m.Images, ToolCalls: calls,
 		ToolCallID: m.ToolCallID, IsError: m.IsError, Compaction: m.Compaction,
-		CreatedAt: micro(m.CreatedAt),
+		CreatedAt: micro(m.CreatedAt), Agent: m.Agent,
 	}
 }
 
@@ -82,7 +82,7 @@ func (r *messageRecord) message() session.Message {
 		ID: r.ID, SessionID: r.SessionID, Position: r.Position, RunID: r.RunID,
 		Role: session.Role(r.Role), Content: r.Content, Images: r.Images, ToolCalls: calls,
 		ToolCallID: r.ToolCallID, IsError: r.IsError, Compaction: r.Compaction,
-		CreatedAt: r.CreatedAt,
+		CreatedAt: r.CreatedAt, Agent: r.Agent,
 	}
 }
 

@@ -484,6 +484,37 @@ const scenarios = {
     return { waiting, otherWaiting, inboxCount, inbox, idle, otherIdle, read: await sidebar(page), otherRead: await sidebar(other) };
   },
 
+  // settings: a session retitled and set to run read-only tools without
+  // asking from its settings; then Always on one call approves its
+  // sibling and the next run's calls, which say why they ran unasked.
+  async settings(page) {
+    const id = await newSession(page, "gated");
+    await page.click("#settings-toggle");
+    await page.waitForSelector("#settings:not([hidden]) #permission-mode option", { state: "attached" });
+    const modes = await page.$$eval("#permission-mode option", (els) => els.map((el) => el.value));
+    await page.fill("#title-input", "My saved settings");
+    await page.selectOption("#permission-mode", "read_only_auto");
+    await page.click("#settings-save");
+    await page.waitForFunction(() => document.getElementById("settings-status").textContent === "Saved." &&
+      document.getElementById("session-title").textContent === "My saved settings");
+    await page.waitForFunction((id) => {
+      const a = document.querySelector(`#sessions a[data-id="${id}"] .title`);
+      return a && a.textContent === "My saved settings";
+    }, id);
+    await page.click("#settings-toggle"); // closes it
+    await page.focus("#input");
+    await send(page, "remember my settings");
+    await page.waitForSelector(".approval.pending >> nth=1");
+    await page.click(".approval.pending >> nth=0 >> button.always");
+    await waitIdle(page, "completed");
+    await page.focus("#input");
+    await send(page, "and again");
+    await page.waitForFunction(() => document.querySelectorAll("#conversation .note").length === 2);
+    await waitIdle(page, "completed");
+    const notes = await page.$$eval("#conversation .note", (els) => els.map((el) => el.textContent));
+    return { id, modes, notes, transcript: await transcript(page) };
+  },
+
   // refused: without a key the console shows the 401's detail; with one it works.
   async refused(page) {
     await page.waitForSelector("#global-problem:not([hidden])");

@@ -159,3 +159,41 @@ func TestConsole_SidebarFeed(t *testing.T) {
 		t.Errorf("the release notes session's standing approvals = %+v, want memory_set, from Always", notes.Grants)
 	}
 }
+
+// TestConsole_Settings: a session's title and permission mode set from
+// its settings reach kerneld and the sidebar; Always on one approval
+// approves the call beside it and the next run's calls, each with a note
+// saying why it ran without asking.
+func TestConsole_Settings(t *testing.T) {
+	b := needBrowser(t)
+	k := startKerneld(t, httpapi.Options{})
+	res := b.play(t, k, "settings")
+	var got struct {
+		Modes []string `json:"modes"`
+		Notes []string `json:"notes"`
+	}
+	if err := json.Unmarshal(res.Raw, &got); err != nil {
+		t.Fatal(err)
+	}
+
+	equal(t, "the permission modes offered", got.Modes, []string{"ask", "read_only_auto"})
+	s, err := k.kernel.GetSession(tenantContext(t), res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Title != "My saved settings" || s.PermissionMode != "read_only_auto" {
+		t.Errorf("session title %q, permission mode %q; want the settings saved", s.Title, s.PermissionMode)
+	}
+	if len(got.Notes) != 2 {
+		t.Fatalf("notes %q, want one per call of the second run", got.Notes)
+	}
+	for _, n := range got.Notes {
+		if !strings.HasPrefix(n, "memory_set ran without asking: approved always in this session") {
+			t.Errorf("note %q, want it to say the standing approval let the call run", n)
+		}
+	}
+	equal(t, "conversation", kinds(res.Transcript), []string{
+		"message", "message", "tool memory_set done", "tool memory_set done", "approval", "approval", "message",
+		"message", "message", "tool memory_set done", "tool memory_set done", "note", "note", "message",
+	})
+}

@@ -88,9 +88,11 @@ export const createSession = (agent) => request("POST", "/sessions", { agent });
 export const deleteSession = (id) => request("DELETE", `/sessions/${enc(id)}`);
 
 // sendInput starts a run; ifBusy is the busy policy (reject, queue,
-// interrupt, steer). The idempotency key makes a retried click safe.
-export function sendInput(id, input, ifBusy, idempotencyKey) {
-  return request("POST", `/sessions/${enc(id)}/run`, { input, if_busy: ifBusy || null },
+// interrupt, steer); agent, another agent of the session's agents to
+// answer, or null for the session's own. The idempotency key makes a
+// retried click safe.
+export function sendInput(id, input, ifBusy, idempotencyKey, agent) {
+  return request("POST", `/sessions/${enc(id)}/run`, { input, if_busy: ifBusy || null, agent: agent || null },
     idempotencyKey ? { "Idempotency-Key": idempotencyKey } : {});
 }
 

@@ -249,7 +249,21 @@ function activeRun() {
 // The message box's invitation, as the page has it.
 const inputPlaceholder = $("input").placeholder;
 
+// updateAgents offers the session's other agents, when it has some, to
+// answer the next input (POST /sessions/{id}/run with agent).
+function updateAgents() {
+  const s = current && current.session;
+  const others = (s && s.agents) || [];
+  const select = $("run-agent");
+  $("agent-choice").hidden = others.length === 0;
+  const names = others.length ? [s.agent, ...others] : [];
+  if (select.dataset.names === names.join(",")) return;
+  select.dataset.names = names.join(",");
+  select.replaceChildren(...names.map((n) => new Option(n, n === s.agent ? "" : n)));
+}
+
 function updateBusy() {
+  updateAgents();
   const busy = activeRun() !== null;
   $("busy-choice").hidden = !busy;
   $("cancel-run").hidden = !busy;
@@ -296,7 +310,7 @@ async function send(e) {
   const ifBusy = activeRun() ? $("if-busy").value : null;
   $("send").disabled = true;
   try {
-    await api.sendInput(current.id, await withImages(text, $("attach").files), ifBusy, idempotencyKey());
+    await api.sendInput(current.id, await withImages(text, $("attach").files), ifBusy, idempotencyKey(), $("run-agent").value || null);
     input.value = "";
     $("attach").value = "";
     $("session-problem").hidden = true;

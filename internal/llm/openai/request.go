@@ -37,6 +37,9 @@ type (
 		Content    any            `json:"content,omitempty"`
 		ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
 		ToolCallID string         `json:"tool_call_id,omitempty"`
+		// Name is the agent that wrote an assistant message, when several
+		// take turns on one conversation.
+		Name string `json:"name,omitempty"`
 	}
 	chatToolCall struct {
 		ID       string       `json:"id"`
@@ -114,7 +117,7 @@ func messages(req llm.Request) []chatMessage {
 // assistantMessage maps an assistant message with its tool calls. Content
 // is left out when the message only calls tools, as OpenAI sends it.
 func assistantMessage(m *llm.Message) chatMessage {
-	out := chatMessage{Role: "assistant"}
+	out := chatMessage{Role: "assistant", Name: participantName(m.Name)}
 	if m.Content != "" || len(m.ToolCalls) == 0 {
 		out.Content = &m.Content
 	}
@@ -128,6 +131,18 @@ func assistantMessage(m *llm.Message) chatMessage {
 		})
 	}
 	return out
+}
+
+// participantName returns name as OpenAI accepts a participant's name:
+// letters, digits, _ and - only, at most 64 of them.
+func participantName(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return string(b[:min(len(b), 64)])
 }
 
 // emptySchema is the parameters of a tool that declares none.

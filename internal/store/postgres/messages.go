@@ -12,10 +12,10 @@ import (
 
 // messageColumns is the column list scanMessage reads, in its order.
 const messageColumns = `session_id, position, id, run_id, role, content, tool_calls,
-	tool_call_id, is_error, created_at, compaction, images`
+	tool_call_id, is_error, created_at, compaction, images, agent`
 
 const insertMessageSQL = `INSERT INTO messages (` + messageColumns + `)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
 
 // AppendMessages adds msgs, all of one session, to the end of its history
 // while its lease is held with token, and writes each one's Position into
@@ -70,7 +70,7 @@ func insertMessages(ctx context.Context, tx pgx.Tx, msgs []session.Message, docs
 	for i := range msgs {
 		m, d := &msgs[i], docs[i]
 		batch.Queue(insertMessageSQL, m.SessionID, last+int64(i)+1, m.ID, m.RunID, string(m.Role),
-			m.Content, d[0], m.ToolCallID, m.IsError, micros(m.CreatedAt), d[1], d[2])
+			m.Content, d[0], m.ToolCallID, m.IsError, micros(m.CreatedAt), d[1], d[2], m.Agent)
 	}
 	return last, tx.SendBatch(ctx, batch).Close()
 }
@@ -142,7 +142,7 @@ func scanMessage(row pgx.Row) (session.Message, error) {
 	var calls, compaction, images *string
 	var created int64
 	err := row.Scan(&m.SessionID, &m.Position, &m.ID, &m.RunID, (*string)(&m.Role), &m.Content,
-		&calls, &m.ToolCallID, &m.IsError, &created, &compaction, &images)
+		&calls, &m.ToolCallID, &m.IsError, &created, &compaction, &images, &m.Agent)
 	if err != nil {
 		return session.Message{}, err
 	}

@@ -145,6 +145,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	for range DefaultAppenders {
 		s.wg.Go(s.appender)
 	}
+	s.wg.Go(s.pruneLoop)
 	return s, nil
 }
 

@@ -36,7 +36,8 @@ func (q *Quotas) Take(ctx context.Context, key string, rate float64, burst int, 
 	err := q.s.inTx(ctx, func(tx pgx.Tx) error {
 		var tokens float64
 		var at, now int64
-		err := tx.QueryRow(ctx, `INSERT INTO quota_buckets AS b (key, tokens, at) VALUES ($1, $2, kerneld_now_us())
+		err := tx.QueryRow(ctx, `INSERT INTO quota_buckets AS b (key, tokens, at, full_at)
+			VALUES ($1, $2, kerneld_now_us(), kerneld_now_us())
 			ON CONFLICT (key) DO UPDATE SET key = b.key
 			RETURNING b.tokens, b.at, kerneld_now_us()`, key, float64(burst)).Scan(&tokens, &at, &now)
 		if err != nil {
@@ -52,13 +53,27 @@ func (q *Quotas) Take(ctx context.Context, key string, rate float64, burst int, 
 		if n == 0 {
 			return nil
 		}
-		_, err = tx.Exec(ctx, `UPDATE quota_buckets SET tokens = $2, at = $3 WHERE key = $1`, key, tokens, now)
+		_, err = tx.Exec(ctx, `UPDATE quota_buckets SET tokens = $2, at = $3, full_at = $4 WHERE key = $1`,
+			key, tokens, now, fullAt(now, tokens, rate, burst))
 		return err
 	})
 	if err != nil {
 		return quota.Bucket{}, fmt.Errorf("quota bucket: %w", err)
 	}
 	return b, nil
+}
+
+// fullAt is when a bucket holding tokens at now is full again, refilling
+// at rate units per second up to burst: never, at rate 0.
+func fullAt(now int64, tokens, rate float64, burst int) int64 {
+	missing := float64(burst) - tokens
+	switch {
+	case missing <= 0:
+		return now
+	case rate <= 0:
+		return math.MaxInt64
+	}
+	return now + int64(math.Min(math.Ceil(missing/rate*1e6), float64(math.MaxInt64-now)))
 }
 
 // Add implements quota.Backend. Every add renews the expiry, as on Redis.
@@ -140,6 +155,57 @@ func (q *Quotas) Lock(ctx context.Context, key string, ttl time.Duration) (func(
 			t.Stop()
 			return nil, ctx.Err()
 		case <-t.C:
+		}
+	}
+}
+
+// QuotaPruneEvery is how often a store drops the quota rows that no
+// longer count (PruneQuotas).
+const QuotaPruneEvery = time.Minute
+
+// pruneQuotasSQL drops the quota rows that read as missing ones do:
+// counters and run counts past their expiry, locks past theirs (held by a
+// process that died, or never deleted), and buckets full again. Without
+// it every key ever used (a tenant's day, a replica's name) would keep a
+// row for ever.
+const pruneQuotasSQL = `WITH c AS (
+	DELETE FROM quota_counters WHERE expires_at <= kerneld_now_us() RETURNING 1
+), r AS (
+	DELETE FROM quota_runs WHERE expires_at <= kerneld_now_us() RETURNING 1
+), l AS (
+	DELETE FROM quota_locks WHERE expires_at <= kerneld_now_us() RETURNING 1
+), b AS (
+	DELETE FROM quota_buckets WHERE full_at <= kerneld_now_us() RETURNING 1
+)
+SELECT (SELECT count(*) FROM c) + (SELECT count(*) FROM r) + (SELECT count(*) FROM l) + (SELECT count(*) FROM b)`
+
+// PruneQuotas drops the quota rows that no longer count and returns how
+// many it dropped. Every replica's store does it every QuotaPruneEvery; a
+// row is dropped only in the state a missing row reads as, so a take or
+// add racing it counts the same either way.
+func (s *Store) PruneQuotas(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, pruneQuotasSQL).Scan(&n); err != nil {
+		return 0, fmt.Errorf("prune quotas: %w", unavailable(ctx, err))
+	}
+	return n, nil
+}
+
+// pruneLoop runs PruneQuotas every QuotaPruneEvery until the store is
+// closed.
+func (s *Store) pruneLoop() {
+	t := time.NewTicker(QuotaPruneEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), QuotaPruneEvery)
+			if _, err := s.PruneQuotas(ctx); err != nil {
+				s.log.Warn("prune quota rows", "err", err)
+			}
+			cancel()
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kerneld/kerneld/internal/quota"
 	"github.com/kerneld/kerneld/internal/store/postgres"
+	"github.com/kerneld/kerneld/internal/store/postgres/pgtest"
 )
 
 // TestQuotas_Take: a bucket starts full, refuses what it does not hold
@@ -88,4 +89,51 @@ func TestQuotas_Lock(t *testing.T) {
 	unlockA, err := a.Lock(t.Context(), "sessions:acme", time.Minute)
 	require.NoError(t, err, "free once b's lock expired")
 	unlockA()
+}
+
+// TestPruneQuotas: the rows that read as missing ones (expired counters,
+// run counts and locks, buckets full again) are dropped, the others kept,
+// and the keys dropped count from the start again.
+func TestPruneQuotas(t *testing.T) {
+	u := pgtest.Schema(t)
+	st := mustOpen(t, u)
+	q := st.Quotas("a", time.Hour)
+	ctx := t.Context()
+	for _, key := range []string{"day:live", "day:gone"} {
+		_, err := q.Add(ctx, key, 3, time.Hour)
+		require.NoError(t, err)
+	}
+	_, err := q.Take(ctx, "req:full", 1000, 5, 0) // looked at: full
+	require.NoError(t, err)
+	_, err = q.Take(ctx, "req:used", 0.001, 5, 1) // full again in 1000 s
+	require.NoError(t, err)
+	_, _, err = q.Runs(ctx, "acme", 1, 0)
+	require.NoError(t, err)
+	for _, key := range []string{"lock:live", "lock:gone"} {
+		_, err := q.Lock(ctx, key, time.Hour) // neither is unlocked
+		require.NoError(t, err)
+	}
+	exec(t, u, `UPDATE quota_counters SET expires_at = 0 WHERE key = 'day:gone'`)
+	exec(t, u, `UPDATE quota_locks SET expires_at = 0 WHERE key = 'lock:gone'`)
+	exec(t, u, `UPDATE quota_runs SET expires_at = 0`)
+
+	n, err := st.PruneQuotas(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), n, "pruned rows")
+	var left string
+	require.NoError(t, queryRow(t, u, `SELECT string_agg(key, ' ' ORDER BY key) FROM (
+		SELECT key FROM quota_counters UNION ALL SELECT key FROM quota_buckets
+		UNION ALL SELECT key FROM quota_locks UNION ALL SELECT tenant FROM quota_runs) AS k`, &left))
+	assert.Equal(t, "day:live lock:live req:used", left)
+
+	v, err := q.Add(ctx, "day:gone", 1, time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), v, "a pruned counter starts again")
+	b, err := q.Take(ctx, "req:full", 0.001, 5, 1)
+	require.NoError(t, err)
+	assert.True(t, b.Allowed)
+	assert.InDelta(t, 4, b.Tokens, 0.01, "a pruned bucket is full")
+	n, err = st.PruneQuotas(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing more to prune")
 }

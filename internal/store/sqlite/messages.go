@@ -13,7 +13,7 @@ import (
 
 // messageColumns is the column list scanMessage reads, in its order.
 const messageColumns = `session_id, position, id, run_id, role, content, tool_calls,
-	tool_call_id, is_error, created_at, compaction, images`
+	tool_call_id, is_error, created_at, compaction, images, agent`
 
 // lastPositionSQL returns the position of a session's newest message, 0
 // for none, and no row for a missing session.
@@ -21,7 +21,7 @@ const lastPositionSQL = `SELECT (SELECT coalesce(max(position), 0) FROM messages
 	WHERE session_id = sessions.id) FROM sessions WHERE id = ?`
 
 const insertMessageSQL = `INSERT INTO messages (` + messageColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // AppendMessages adds msgs, all of one session, to the end of its history
 // while its lease is held with token, and writes each one's Position into
@@ -97,7 +97,7 @@ func (tx *batchTx) appendMessages(msgs []session.Message, calls []any, positions
 		positions[i] = last
 		_, err := tx.exec(stmtInsertMessage, m.SessionID, positions[i], m.ID, m.RunID, string(m.Role),
 			m.Content, calls[perMessage*i], m.ToolCallID, m.IsError, micros(m.CreatedAt), calls[perMessage*i+1],
-			calls[perMessage*i+2])
+			calls[perMessage*i+2], m.Agent)
 		if err != nil {
 			return nil, fmt.Errorf("append message %s: %w", m.ID, err)
 		}
@@ -171,7 +171,7 @@ func scanMessage(row scanner) (session.Message, error) {
 	var calls, compaction, images []byte
 	var created int64
 	err := row.Scan(&m.SessionID, &m.Position, &m.ID, &m.RunID, (*string)(&m.Role), &m.Content,
-		&calls, &m.ToolCallID, &m.IsError, &created, &compaction, &images)
+		&calls, &m.ToolCallID, &m.IsError, &created, &compaction, &images, &m.Agent)
 	if err != nil {
 		return session.Message{}, err
 	}

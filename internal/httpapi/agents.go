@@ -50,6 +50,10 @@ type agentResponse struct {
 	Overrides          agentOverridesResponse   `json:"overrides"`
 	// PermissionModes are the modes its sessions may choose.
 	PermissionModes []string `json:"permission_modes"`
+	// Peers may take turns with it on one conversation; ChildResults says
+	// how a background child's answer reaches its busy sessions.
+	Peers        []string `json:"peers,omitempty"`
+	ChildResults string   `json:"child_results,omitempty"`
 }
 
 // agentOverridesResponse lists what a client may choose in `overrides`.
@@ -91,6 +95,7 @@ func (s *Server) toAgentResponse(ctx context.Context, a agents.Spec, startMCP bo
 		MCPServers:      make([]agentMCPServerResponse, len(servers)),
 		Overrides:       toAgentOverrides(a),
 		PermissionModes: a.AllowedPermissionModes(),
+		Peers:           a.Peers, ChildResults: a.ChildResults,
 	}
 	for i, t := range tools {
 		out.Tools[i] = agentToolResponse{

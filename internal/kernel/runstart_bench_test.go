@@ -22,11 +22,13 @@ import (
 // and the listings of a session's runs.
 type countingStore struct {
 	kernel.Store
-	writes, lists atomic.Int64
+	writes, lists   atomic.Int64
+	creates, starts atomic.Int64 // CreateRun and StartRun calls
 }
 
 func (s *countingStore) CreateRun(ctx context.Context, r session.Run, c session.RunConstraints) error {
 	s.writes.Add(1)
+	s.creates.Add(1)
 	return s.Store.CreateRun(ctx, r, c)
 }
 

@@ -100,6 +100,8 @@ export function apply(state, ev, seq) {
 const handlers = {
   RUN_STARTED(state, ev) {
     state.activeRunId = ev.runId;
+    // Another agent than the session's answers this run: its messages say so.
+    state.runAgent = kerneldMeta(ev).agent || null;
   },
   RUN_FINISHED(state, ev, changed) {
     const outcome = (ev.outcome && ev.outcome.type) || "success";
@@ -110,7 +112,9 @@ const handlers = {
     endRun(state, runId, changed, "failed", { code: ev.code || "", message: ev.message || "" });
   },
   TEXT_MESSAGE_START(state, ev, changed, runId) {
-    add(state, { kind: "message", key: `m:${ev.messageId}`, role: ev.role || "assistant", text: "", open: true, runId }, changed);
+    const role = ev.role || "assistant";
+    const agent = role === "assistant" ? state.runAgent || null : null;
+    add(state, { kind: "message", key: `m:${ev.messageId}`, role, agent, text: "", open: true, runId }, changed);
   },
   TEXT_MESSAGE_CONTENT(state, ev, changed) {
     update(state, `m:${ev.messageId}`, changed, (m) => { m.text += ev.delta; });

@@ -61,7 +61,7 @@ function messageNode(item) {
   const text = h("div", { class: "text" });
   const images = h("div", { class: "images" });
   const el = h("div", { class: `msg msg-${item.role}`, "data-key": item.key },
-    h("div", { class: "who" }, item.role === "user" ? "You" : item.role), text, images);
+    h("div", { class: "who" }, item.role === "user" ? "You" : item.agent || item.role), text, images);
   let shown = 0;
   return {
     el,

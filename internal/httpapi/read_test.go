@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/kerneld/kerneld/internal/httpapi"
@@ -85,7 +86,7 @@ func TestSessionRead_UnreadPerKey(t *testing.T) {
 func TestSessionRead_UserHeader(t *testing.T) {
 	ts := readServer(t, true)
 	k1 := []string{"Authorization", "Bearer k1"}
-	ann, bob := append(k1, httpapi.UserHeader, "ann"), append(k1, httpapi.UserHeader, "bob")
+	ann, bob := slices.Concat(k1, []string{httpapi.UserHeader, "ann"}), slices.Concat(k1, []string{httpapi.UserHeader, "bob"})
 	id := ts.must(t, http.StatusCreated, "POST", "/sessions", `{"agent":"echo"}`, ann...)["id"].(string)
 	ranOnce(t, ts, id, "hello", ann)
 	ts.must(t, http.StatusOK, "PUT", "/sessions/"+id+"/read", "", ann...)

@@ -200,7 +200,7 @@ guard: {url: "https://policy.example.com/", secret: "whsec_MfKQ9r8GKYqrTwjUPD8IL
 	s := mustSession(t, p1.Kernel.Kernel, "gated")
 	run := mustRun(t, p1.Kernel.Kernel, s.ID, "go")
 	require.Eventually(t, func() bool {
-		r, err := p1.Kernel.GetRun(t.Context(), s.ID, run.ID)
+		r, err := p1.GetRun(t.Context(), s.ID, run.ID)
 		return err == nil && r.State == session.RunWaitingInput
 	}, waitTimeout, time.Millisecond)
 	p1.kill(t)
@@ -272,7 +272,7 @@ guard: {url: "https://policy.example.com/", secret: "whsec_MfKQ9r8GKYqrTwjUPD8IL
 		return len(asked) == 2
 	}, waitTimeout, time.Millisecond, "the guard's ask is asked for")
 	for _, ev := range asked {
-		_, err := p2.Kernel.Decide(t.Context(), s.ID, run.ID, customValue(t, ev)["toolCallId"].(string), true, "")
+		_, err := p2.Decide(t.Context(), s.ID, run.ID, customValue(t, ev)["toolCallId"].(string), true, "")
 		require.NoError(t, err)
 	}
 	checkContinued(t, p2.Kernel.Kernel, s.ID, run.ID, "Finished.")

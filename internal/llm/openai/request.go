@@ -133,12 +133,17 @@ func assistantMessage(m *llm.Message) chatMessage {
 	return out
 }
 
+// nameByte reports whether OpenAI takes c in a participant's name.
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
+
 // participantName returns name as OpenAI accepts a participant's name:
 // letters, digits, _ and - only, at most 64 of them.
 func participantName(name string) string {
 	b := []byte(name)
 	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if !nameByte(c) {
 			b[i] = '_'
 		}
 	}

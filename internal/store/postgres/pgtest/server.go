@@ -179,7 +179,7 @@ func (s *Server) ping() error {
 // command runs one of the server's programs, as its user when that is
 // not ours.
 func (s *Server) command(name string, args ...string) *osexec.Cmd {
-	cmd := osexec.Command(filepath.Join(s.bin, name), args...)
+	cmd := osexec.CommandContext(context.Background(), filepath.Join(s.bin, name), args...) // it outlives any one call; Stop ends it
 	if s.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 		cmd.Dir = "/"
@@ -232,11 +232,12 @@ func serverCredential() (*syscall.Credential, error) {
 
 func freePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port
 }
 

@@ -202,15 +202,18 @@ type Run struct {
 	SteeredInto    string     `json:"steered_into"`
 	Model          string     `json:"model"`
 	Overrides      *Overrides `json:"overrides"`
-	Kind           string     `json:"kind"`   // input, or compaction (CompactSession)
-	Source         string     `json:"source"` // schedule for a schedule's firing; "" for a client's run
-	CreatedAt      time.Time  `json:"created_at"`
-	StartedAt      *time.Time `json:"started_at"`
-	EndedAt        *time.Time `json:"ended_at"`
-	Error          *RunError  `json:"error"`
-	Usage          Usage      `json:"usage"`
-	StartSeq       int64      `json:"start_seq"` // 0 until it starts
-	EndSeq         int64      `json:"end_seq"`   // 0 until it ends
+	Kind           string     `json:"kind"` // input, or compaction (CompactSession)
+	// Source says where the run's input came from: api, console, cli,
+	// agui, ai_sdk, schedule or child_result; "" for a run kerneld
+	// started itself.
+	Source    string     `json:"source"`
+	CreatedAt time.Time  `json:"created_at"`
+	StartedAt *time.Time `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at"`
+	Error     *RunError  `json:"error"`
+	Usage     Usage      `json:"usage"`
+	StartSeq  int64      `json:"start_seq"` // 0 until it starts
+	EndSeq    int64      `json:"end_seq"`   // 0 until it ends
 	// Resumes counts the times the run was continued after the process
 	// running it stopped; its stream goes on under the same run.
 	Resumes int `json:"resumes"`
@@ -240,6 +243,9 @@ const (
 type CreateRunRequest struct {
 	Input  string `json:"input"`
 	IfBusy string `json:"if_busy,omitempty"`
+	// Source says which client posts the run, recorded as its Source:
+	// "api" (the default), "console" or "cli".
+	Source string `json:"source,omitempty"`
 	// IdempotencyKey makes retries of the request safe: kerneld answers
 	// the original run for a key it has seen on the session within 24h.
 	IdempotencyKey string `json:"-"`

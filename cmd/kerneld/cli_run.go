@@ -117,7 +117,7 @@ func (e runFailedError) Error() string {
 // interrupts, the first one cancels the run and the second returns
 // errQuit.
 func (c *cli) answer(sessionID, input string, lines <-chan string, interrupts <-chan os.Signal) error {
-	stream, err := c.c.StreamRun(c.ctx, sessionID, client.CreateRunRequest{Input: input}, client.FollowOptions{})
+	stream, err := c.c.StreamRun(c.ctx, sessionID, client.CreateRunRequest{Input: input, Source: "cli"}, client.FollowOptions{})
 	if err != nil {
 		return err
 	}

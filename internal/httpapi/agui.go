@@ -114,6 +114,7 @@ func (s *Server) handleAGUIRun(w http.ResponseWriter, r *http.Request) error {
 	run, _, err := s.kernel.Run(r.Context(), sess.ID, kernel.RunRequest{
 		Input: input.text, Images: imgs, IfBusy: kernel.BusyPolicy(in.ifBusy), ID: in.runID,
 		IdempotencyKey: "agui:" + in.runID, // a retry racing this request finds this run
+		Source:         session.RunSourceAGUI,
 		AGUI: kernel.AGUIRun{UserMessageID: input.id, Context: in.context, AgentState: in.state,
 			ClientTools: clientTools, ToolResults: results},
 	})

@@ -43,7 +43,7 @@ func (s *Server) regenerateChat(w http.ResponseWriter, r *http.Request, root, se
 // regenerate forks sess before the user message input and runs input
 // again in the fork, under the same message id.
 func (s *Server) regenerate(r *http.Request, sess session.Session, input session.Message) (session.Session, session.Run, error) {
-	req := kernel.RunRequest{Input: input.Content, AGUI: kernel.AGUIRun{UserMessageID: input.ID}}
+	req := kernel.RunRequest{Input: input.Content, AGUI: kernel.AGUIRun{UserMessageID: input.ID}, Source: session.RunSourceAISDK}
 	if old, err := s.kernel.GetRun(r.Context(), sess.ID, input.RunID); err == nil {
 		req.Overrides = old.Overrides.Clone()
 	}

@@ -67,6 +67,7 @@ func (s *Server) startChatRun(w http.ResponseWriter, r *http.Request, sess sessi
 		Input:          input.text,
 		IdempotencyKey: "ai-sdk:" + input.id, // a retry racing this request finds this run
 		AGUI:           kernel.AGUIRun{UserMessageID: input.id},
+		Source:         session.RunSourceAISDK,
 	})
 	if err != nil {
 		return err

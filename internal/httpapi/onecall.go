@@ -16,6 +16,7 @@ type oneCallRunRequest struct {
 	Input     json.RawMessage `json:"input"` // as createRunRequest's
 	SessionID string          `json:"session_id"`
 	IfBusy    string          `json:"if_busy"`
+	Source    string          `json:"source"` // as createRunRequest's
 }
 
 // Validate checks shape only; whether the agent exists is the kernel's call.
@@ -30,7 +31,7 @@ func (req oneCallRunRequest) Validate() error {
 	if req.SessionID != "" && !session.ValidClientID(req.SessionID) {
 		v = v.Add("session_id", clientIDProblem)
 	}
-	return checkNoNUL(v, "agent", req.Agent).Err()
+	return checkSource(checkNoNUL(v, "agent", req.Agent), req.Source).Err()
 }
 
 // handleOneCallRun handles "POST /run": it creates session session_id of
@@ -51,7 +52,7 @@ func (s *Server) handleOneCallRun(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	run := kernel.RunRequest{Input: input, Images: imgs, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key}
+	run := kernel.RunRequest{Input: input, Images: imgs, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key, Source: runSource(req.Source)}
 	if err := s.kernel.CheckRun(run); err != nil {
 		return err
 	}

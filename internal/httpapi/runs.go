@@ -19,6 +19,9 @@ type createRunRequest struct {
 	Input     json.RawMessage `json:"input"`
 	IfBusy    string          `json:"if_busy"`
 	Overrides *overridesBody  `json:"overrides"`
+	// Source is the client posting the run: api (the default), console
+	// or cli.
+	Source string `json:"source"`
 	// Agent runs the input as another agent than the session's.
 	Agent string `json:"agent"`
 }
@@ -28,8 +31,22 @@ func (req createRunRequest) Validate() error {
 	if noInput(req.Input) {
 		return errdefs.Invalid("input", "required")
 	}
-	return req.Overrides.check(nil).Err()
+	return checkSource(req.Overrides.check(nil), req.Source).Err()
 }
+
+// checkSource adds to v the problem with a client's run source, if any:
+// a client says it is the API's, the console's or the CLI's; the other
+// sources are the routes' and kerneld's own.
+func checkSource(v *errdefs.ValidationError, source string) *errdefs.ValidationError {
+	switch source {
+	case "", session.RunSourceAPI, session.RunSourceConsole, session.RunSourceCLI:
+		return v
+	}
+	return v.Add("source", "must be api, console or cli")
+}
+
+// runSource is the source of a run a client posted through a REST route.
+func runSource(source string) string { return cmp.Or(source, session.RunSourceAPI) }
 
 // noInput reports whether a run's input is missing, null or "".
 func noInput(raw json.RawMessage) bool {
@@ -126,7 +143,7 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) error {
 	}
 	return s.startRun(w, r, r.PathValue("id"), kernel.RunRequest{
 		Input: input, Images: imgs, IfBusy: kernel.BusyPolicy(req.IfBusy), IdempotencyKey: key, Overrides: req.Overrides.toOverrides(),
-		Agent: req.Agent,
+		Source: runSource(req.Source), Agent: req.Agent,
 	})
 }
 

@@ -60,7 +60,7 @@ func (k *Kernel) Regenerate(ctx context.Context, id, runID string) (session.Sess
 		return session.Session{}, session.Run{}, err
 	}
 	// The fork refers to the input's images already (createFork).
-	again, _, err := k.Run(ctx, fork.ID, RunRequest{Input: run.Input, imageRefs: run.Images, Overrides: run.Overrides.Clone()})
+	again, _, err := k.Run(ctx, fork.ID, RunRequest{Input: run.Input, imageRefs: run.Images, Overrides: run.Overrides.Clone(), Source: run.Source})
 	if err != nil {
 		k.discardFork(ctx, fork.ID)
 		return session.Session{}, session.Run{}, err

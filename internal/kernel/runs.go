@@ -51,8 +51,8 @@ type RunRequest struct {
 	// Agent names the agent to run as, when not the session's own (see
 	// peers.go); "" runs the session's agent.
 	Agent string
-	// Source says what posted the run when no client did
-	// (session.RunSourceSchedule); "" for a client.
+	// Source says where the run's input came from (session.RunSourceAPI,
+	// session.RunSourceSchedule, ...).
 	Source string
 	// background marks a background child's run (spawn_agent wait:
 	// false); childResult the parent's run that hears how one ended.

@@ -34,6 +34,9 @@ type CreateSession struct {
 	PermissionMode string
 	// Webhooks receive the session's events (see internal/webhook).
 	Webhooks []session.Webhook
+	// MCPServers are MCP servers whose tools the session's runs get
+	// beside the agent's (sessionmcp.go).
+	MCPServers []session.MCPServer
 	// Agents are other agents that may take turns on the session's
 	// conversation (see peers.go).
 	Agents []string
@@ -57,6 +60,9 @@ type SessionUpdate struct {
 	Overrides *session.Overrides
 	// PermissionMode, when not nil, replaces the session's mode.
 	PermissionMode *string
+	// MCPServers, when not nil, replace the session's own MCP servers
+	// (empty: none); only while no run is under way.
+	MCPServers *[]session.MCPServer
 	// Agents, when not nil, replace the other agents that may take turns
 	// on the session; empty clears them.
 	Agents *[]string
@@ -113,6 +119,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	if err := k.sessionWebhooks(TenantFrom(ctx), req.Webhooks); err != nil {
 		return session.Session{}, err
 	}
+	if err := k.checkSessionMCP(TenantFrom(ctx), spec, req.MCPServers); err != nil {
+		return session.Session{}, err
+	}
 	now := k.now().UTC()
 	s := session.Session{
 		ID: cmp.Or(req.key, session.NewID()), Tenant: TenantFrom(ctx), Agent: req.Agent, Name: req.Name,
@@ -125,6 +134,7 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		s.Title, s.TitleSource = req.Title, session.TitleFromClient
 	}
 	s.Webhooks = req.Webhooks
+	s.MCPServers = session.CloneMCPServers(req.MCPServers)
 	s.SpawnKey = req.spawnKey
 	s.Agents = slices.Clone(req.Agents)
 	if req.IdempotencyKey != "" {
@@ -333,6 +343,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 			return session.Session{}, err
 		}
 	}
+	if err := k.checkSessionMCPUpdate(s, u.MCPServers); err != nil {
+		return session.Session{}, err
+	}
 	id = s.ID // the key it is stored under
 	var out session.Session
 	err = k.updateSession(ctx, id, func(s *session.Session) error {
@@ -351,6 +364,12 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 		if u.PermissionMode != nil {
 			s.PermissionMode = *u.PermissionMode
 		}
+		if u.MCPServers != nil {
+			if s.ActiveRunID != "" {
+				return mcpServersBusy(s.ID, s.ActiveRunID)
+			}
+			s.MCPServers = session.CloneMCPServers(*u.MCPServers)
+		}
 		if u.Agents != nil {
 			s.Agents = slices.Clone(*u.Agents)
 		}
@@ -366,6 +385,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 		return session.Session{}, err
 	}
 	out.Version++
+	if u.MCPServers != nil {
+		k.stopSessionMCP(out.ID) // the next run starts those it names now
+	}
 	k.feedChanged(out.Tenant, out.ID, FeedSessionUpdated)
 	return out, nil
 }

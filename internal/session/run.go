@@ -175,9 +175,11 @@ type RunExt struct {
 
 	// Images are the pictures the run's input carries, after its text.
 	Images []ImageRef `json:"images,omitempty"`
-	// Source says what posted the run when it was not a client's request:
-	// RunSourceSchedule for a schedule's firing, RunSourceChildResult
-	// for a background child's answer; "" for a client.
+	// Source says where the run's input came from: the route or client
+	// that posted it (RunSourceAPI, ...), RunSourceSchedule for a
+	// schedule's firing, RunSourceChildResult for a background child's
+	// answer; "" for a run kerneld started itself (a child session's, a
+	// compaction) or one recorded before runs said.
 	Source string `json:"source,omitempty"`
 	// Background marks the run of a child session spawned with wait:
 	// false: when it ends, its answer goes to the parent session as a
@@ -216,6 +218,16 @@ const (
 	// ResumeStoreOutage: the store refused its writes for longer than the
 	// lease TTL, so its process let it go until the store answered again.
 	ResumeStoreOutage = "store_outage"
+)
+
+// Sources of the runs clients post: the route, or for the REST routes
+// the client that says which it is.
+const (
+	RunSourceAPI     = "api"
+	RunSourceConsole = "console"
+	RunSourceCLI     = "cli"
+	RunSourceAGUI    = "agui"
+	RunSourceAISDK   = "ai_sdk"
 )
 
 // RunSourceSchedule is the Source of a run a schedule posted.

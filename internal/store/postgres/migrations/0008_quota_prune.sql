@@ -1,4 +1,4 @@
--- 0007: when a token bucket is full again, so that rows of quota keys no
+-- 0008: when a token bucket is full again, so that rows of quota keys no
 -- longer used can be dropped (Store.PruneQuotas): a full bucket is what a
 -- missing one reads as. A bucket written before this migration is kept a
 -- day from its last take, as if it refilled that slowly.

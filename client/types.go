@@ -84,13 +84,17 @@ type Session struct {
 	LastSeq     int64  `json:"last_seq"`
 	// Unread counts the assistant messages after the caller's read
 	// cursor, ReadSeq (see Client.MarkRead).
-	Unread     int         `json:"unread"`
-	ReadSeq    int64       `json:"read_seq"`
-	TTL        string      `json:"ttl"`
-	ExpiresAt  *time.Time  `json:"expires_at"`
-	Inherit    *Inherit    `json:"inherit"`
-	Overrides  *Overrides  `json:"overrides"`
-	ForkedFrom *ForkedFrom `json:"forked_from"`
+	Unread  int   `json:"unread"`
+	ReadSeq int64 `json:"read_seq"`
+	// QueuedRuns counts the runs waiting to start.
+	QueuedRuns int `json:"queued_runs"`
+	// Instructions are the session's own, added to its agent's prompt.
+	Instructions string      `json:"instructions"`
+	TTL          string      `json:"ttl"`
+	ExpiresAt    *time.Time  `json:"expires_at"`
+	Inherit      *Inherit    `json:"inherit"`
+	Overrides    *Overrides  `json:"overrides"`
+	ForkedFrom   *ForkedFrom `json:"forked_from"`
 	// PermissionMode is how its calls that need approval get it: ask,
 	// read_only_auto or auto.
 	PermissionMode string `json:"permission_mode"`

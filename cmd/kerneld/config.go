@@ -35,6 +35,7 @@ type Config struct {
 	Webhooks  WebhooksConfig  `yaml:"webhooks"`
 	Images    ImagesConfig    `yaml:"images"`
 	Schedules SchedulesConfig `yaml:"schedules"`
+	MCP       MCPConfig       `yaml:"mcp"`
 }
 
 // TelemetryConfig configures tracing beyond the standard OTEL_* variables,
@@ -186,6 +187,7 @@ func DefaultConfig() Config {
 		Webhooks:  defaultWebhooks(),
 		Images:    defaultImagesConfig(),
 		Schedules: defaultSchedulesConfig(),
+		MCP:       defaultMCPConfig(),
 		Store: StoreConfig{Kind: "sqlite", DataDir: "./data", Redis: RedisConfig{LeaseTTL: 10 * time.Second},
 			Postgres: PostgresConfig{LeaseTTL: 10 * time.Second}},
 		AgentsDir: "configs/agents",
@@ -423,7 +425,7 @@ func (c Config) Validate() error {
 	if err := httpapi.ValidateCORSOrigins(c.HTTP.CORSOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("http.cors_origins: %w", err))
 	}
-	errs = append(errs, c.Auth.check(), c.Webhooks.check(), c.Images.check(), c.Schedules.check())
+	errs = append(errs, c.Auth.check(), c.Webhooks.check(), c.Images.check(), c.Schedules.check(), c.MCP.check())
 	return errors.Join(errs...)
 }
 

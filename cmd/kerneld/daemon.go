@@ -273,6 +273,7 @@ func (d *daemon) open(ctx context.Context, cfg Config) error {
 		Observers:  observers,
 		Logger:     d.log.With("system", "kernel"),
 		MCP:        mcp.Options{Logger: d.log}, // it adds system=mcp
+		SessionMCP: cfg.MCP.sessionMCP(),
 		Images:     imgs,
 	})
 	if err == nil && d.repl != nil {

@@ -42,6 +42,7 @@ const (
 	CodeLimitExceeded                 Code = "limit_exceeded"
 	CodeMaxChildrenExceeded           Code = "max_children_exceeded"
 	CodeMaxDepthExceeded              Code = "max_depth_exceeded"
+	CodeMCPServerNameTaken            Code = "mcp_server_name_taken"
 	CodeMemoryFull                    Code = "memory_full"
 	CodeMemoryKeyNotFound             Code = "memory_key_not_found"
 	CodeMessageNotCompleted           Code = "message_not_completed"
@@ -147,6 +148,7 @@ var Answered = []Code{
 	CodeLimitExceeded,
 	CodeMaxChildrenExceeded,
 	CodeMaxDepthExceeded,
+	CodeMCPServerNameTaken,
 	CodeMemoryFull,
 	CodeMemoryKeyNotFound,
 	CodeMessageNotCompleted,

@@ -594,7 +594,7 @@ var specSession = map[string]any{
 	"id": specSessionID, "agent": "echo", "name": "", "metadata": map[string]any{},
 	"state": "active", "status": "idle", "parent_id": nil, "root_id": specSessionID, "depth": 0, "tenant": "default",
 	"active_run_id": nil, "last_seq": 0, "unread": 0, "read_seq": 0, "queued_runs": 0, "instructions": nil, "ttl": nil, "expires_at": nil, "inherit": nil, "overrides": map[string]any{},
-	"permission_mode": "ask", "always_approved": []any{},
+	"mcp_servers": []any{}, "permission_mode": "ask", "always_approved": []any{},
 	"forked_from": nil, "closed_reason": nil,
 	"created_at": "2025-06-15T15:06:40Z", "updated_at": "2025-06-15T15:06:40Z",
 }

@@ -26,10 +26,12 @@ type createSessionRequest struct {
 	Inherit   *inheritBody               `json:"inherit"`
 	Overrides *overridesBody             `json:"overrides"`
 	// PermissionMode is ask (the default), read_only_auto or auto.
-	PermissionMode string `json:"permission_mode"`
+	PermissionMode string        `json:"permission_mode"`
+	Webhooks       []webhookBody `json:"webhooks"`
+	// MCPServers are MCP servers whose tools the session's runs get.
+	MCPServers []mcpServerBody `json:"mcp_servers"`
 	// Instructions are added to the agent's system prompt.
-	Instructions string        `json:"instructions"`
-	Webhooks     []webhookBody `json:"webhooks"`
+	Instructions string `json:"instructions"`
 	// Agents may take turns on the session besides its own agent.
 	Agents []string `json:"agents"`
 }
@@ -101,6 +103,9 @@ type updateSessionRequest struct {
 	PermissionMode *string        `json:"permission_mode"`
 	Instructions   *string        `json:"instructions"`
 	Agents         *[]string      `json:"agents"`
+	// MCPServers replace the session's own MCP servers ([] removes them);
+	// only while it runs nothing.
+	MCPServers *[]mcpServerBody `json:"mcp_servers"`
 }
 
 // Validate refuses NUL in the name and metadata; bounds are the kernel's.
@@ -135,16 +140,17 @@ type sessionResponse struct {
 	Unread  int   `json:"unread"`
 	ReadSeq int64 `json:"read_seq"`
 	// QueuedRuns counts the runs waiting to start.
-	QueuedRuns int `json:"queued_runs"`
+	QueuedRuns   int                        `json:"queued_runs"`
+	TTL          *string                    `json:"ttl"`
+	ExpiresAt    *time.Time                 `json:"expires_at"`
+	Inherit      *inheritBody               `json:"inherit"`
+	ForkedFrom   *forkedFromResponse        `json:"forked_from"`
+	ClosedReason *string                    `json:"closed_reason"`
+	Overrides    overridesBody              `json:"overrides"`
+	Agents       []string                   `json:"agents,omitempty"`
+	MCPServers   []sessionMCPServerResponse `json:"mcp_servers"`
 	// Instructions are the session's own, added to its agent's prompt.
-	Instructions *string             `json:"instructions"`
-	TTL          *string             `json:"ttl"`
-	ExpiresAt    *time.Time          `json:"expires_at"`
-	Inherit      *inheritBody        `json:"inherit"`
-	ForkedFrom   *forkedFromResponse `json:"forked_from"`
-	ClosedReason *string             `json:"closed_reason"`
-	Overrides    overridesBody       `json:"overrides"`
-	Agents       []string            `json:"agents,omitempty"`
+	Instructions *string `json:"instructions"`
 	permissionsResponse
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
@@ -170,7 +176,7 @@ func toSessionResponse(s session.Session, reader string) sessionResponse {
 		ParentID: nullable(session.PublicID(s.ParentID)), RootID: session.PublicID(s.RootID), Depth: s.Depth, Tenant: s.Tenant,
 		ActiveRunID: nullable(s.ActiveRunID), LastSeq: s.LastSeq, TTL: ttl, ExpiresAt: nullableTime(s.ExpiresAt), Inherit: inherit,
 		ClosedReason: nullable(s.ClosedReason), Overrides: toOverridesBody(s.Overrides), permissionsResponse: toPermissionsResponse(s),
-		Title: nullable(s.Title), Unread: s.Unread(reader), ReadSeq: s.ReadCursors[reader], Agents: s.Agents,
+		Title: nullable(s.Title), Unread: s.Unread(reader), ReadSeq: s.ReadCursors[reader], Agents: s.Agents, MCPServers: toSessionMCPServers(s.MCPServers),
 		Instructions: nullable(s.Instructions),
 		CreatedAt:    s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}
@@ -208,7 +214,8 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	create := kernel.CreateSession{
 		Agent: req.Agent, Name: req.Name, Title: req.Title, Metadata: req.Metadata, ParentID: req.ParentID, Memory: req.Memory, TTL: ttl,
 		Overrides: req.Overrides.toOverrides(), ID: deref(req.ID), IdempotencyKey: key, Webhooks: toWebhooks(req.Webhooks),
-		PermissionMode: req.PermissionMode, Agents: req.Agents, Instructions: req.Instructions,
+		PermissionMode: req.PermissionMode, Agents: req.Agents, MCPServers: toMCPServers(req.MCPServers),
+		Instructions: req.Instructions,
 	}
 	if req.Inherit != nil {
 		create.InheritMemory = req.Inherit.Memory
@@ -270,10 +277,18 @@ func (s *Server) handleSessionUpdate(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	sess, err := s.kernel.UpdateSession(r.Context(), r.PathValue("id"), kernel.SessionUpdate{
+	update := kernel.SessionUpdate{
 		Name: req.Name, Title: req.Title, Metadata: req.Metadata, Overrides: req.Overrides.toOverrides(),
 		PermissionMode: req.PermissionMode, Agents: req.Agents, Instructions: req.Instructions,
-	})
+	}
+	if req.MCPServers != nil {
+		servers := toMCPServers(*req.MCPServers)
+		if servers == nil {
+			servers = []session.MCPServer{}
+		}
+		update.MCPServers = &servers
+	}
+	sess, err := s.kernel.UpdateSession(r.Context(), r.PathValue("id"), update)
 	if err != nil {
 		return err
 	}

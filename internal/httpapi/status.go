@@ -30,6 +30,7 @@ func (s *Server) writeSession(w http.ResponseWriter, r *http.Request, sess sessi
 	}
 	out := toSessionResponse(sess, readerFrom(r))
 	out.Status, out.QueuedRuns = views[0].Status, views[0].QueuedRuns
+	withMCPStatus(out.MCPServers, s.kernel.SessionMCPStatus(sess))
 	return writeJSON(w, http.StatusOK, out)
 }
 

@@ -142,11 +142,41 @@ func waitClosed(t *testing.T, k *kernel.Kernel, id string) {
 }
 
 // TestContinue_BackgroundChild kills a process while a background child
-// and its parent both work: the next process continues both, the parent's
-// run starts no second child, and the child's answer still reaches the
-// parent.
+// and its parent both work: the next process continues both (or ends the
+// child interrupted, when its agent says on_crash: interrupt), the
+// parent's run starts no second child, and the child's end still reaches
+// the parent.
 func TestContinue_BackgroundChild(t *testing.T) {
-	opts := kerneltest.Options{Agents: []string{bgChild, `
+	for _, tt := range []struct {
+		name, child, want string
+	}{
+		{"continued", bgChild, "Child done."},
+		{"interrupted", bgChild + "on_crash: interrupt\n", "did not finish"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := kerneltest.Options{Agents: []string{tt.child, bgCrash}}
+			db := memory.New()
+			p1 := startProcess(t, db, opts)
+			s := mustSession(t, p1.Kernel.Kernel, "bgcrash")
+			mustRun(t, p1.Kernel.Kernel, s.ID, "go")
+			<-p1.Wait.Started() // the parent's wait, and the child's, in either order
+			<-p1.Wait.Started()
+			p1.kill(t)
+
+			p2 := startProcess(t, db, opts)
+			second := waitChildResult(t, p2.Kernel.Kernel, p2.rec, s.ID)
+			assert.Equal(t, session.RunSucceeded, second.State)
+			assert.Contains(t, second.Input, tt.want)
+			children, err := p2.Children(t.Context(), s.ID, kernel.PageRequest{})
+			require.NoError(t, err)
+			assert.Len(t, children.Items, 1, "the continued run started no second child")
+			verifiedLog(t, p2.Kernel.Kernel, s.ID)
+		})
+	}
+}
+
+// bgCrash starts bgchild in the background and blocks in wait itself.
+const bgCrash = `
 name: bgcrash
 model:
   provider: scripted
@@ -156,21 +186,4 @@ model:
   replies: [{starts_with: "[child_result]", text: "Got the result."}]
 tools: [spawn_agent, wait]
 child_agents: [bgchild]
-`}}
-	db := memory.New()
-	p1 := startProcess(t, db, opts)
-	s := mustSession(t, p1.Kernel.Kernel, "bgcrash")
-	mustRun(t, p1.Kernel.Kernel, s.ID, "go")
-	<-p1.Wait.Started() // the parent's wait, and the child's, in either order
-	<-p1.Wait.Started()
-	p1.kill(t)
-
-	p2 := startProcess(t, db, opts)
-	second := waitChildResult(t, p2.Kernel.Kernel, p2.rec, s.ID)
-	assert.Equal(t, session.RunSucceeded, second.State)
-	assert.Contains(t, second.Input, "Child done.")
-	children, err := p2.Children(t.Context(), s.ID, kernel.PageRequest{})
-	require.NoError(t, err)
-	assert.Len(t, children.Items, 1, "the continued run started no second child")
-	verifiedLog(t, p2.Kernel.Kernel, s.ID)
-}
+`

@@ -618,14 +618,20 @@ func recordingModel(tb testing.TB, script ...step) *recordingProvider {
 // when the test ends.
 func newSpecKernel(tb testing.TB, limits kernel.Limits, specs ...agents.Spec) (*kernel.Kernel, *recorder, *kerneltest.WaitTool) {
 	tb.Helper()
+	return newConfiguredKernel(tb, kernel.Config{Limits: limits}, specs...)
+}
+
+// newConfiguredKernel is newSpecKernel with more of the kernel's config:
+// cfg's agents, tools, store and observers are set here.
+func newConfiguredKernel(tb testing.TB, cfg kernel.Config, specs ...agents.Spec) (*kernel.Kernel, *recorder, *kerneltest.WaitTool) {
+	tb.Helper()
 	wait := kerneltest.NewWaitTool()
 	reg := tools.NewRegistry(append(tools.Builtins(), wait, kerneltest.FailTool{})...)
 	registry, err := agents.NewRegistry(agents.Options{KnownTool: reg.Has}, specs...)
 	require.NoError(tb, err)
 	rec := newRecorder()
-	k, err := kernel.New(kernel.Config{
-		Agents: registry, Tools: reg, Store: memory.New(), Observers: []kernel.Observer{rec}, Limits: limits,
-	})
+	cfg.Agents, cfg.Tools, cfg.Store, cfg.Observers = registry, reg, memory.New(), []kernel.Observer{rec}
+	k, err := kernel.New(cfg)
 	require.NoError(tb, err)
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)

@@ -56,6 +56,8 @@
 //  4. eventWriter.mu guards one run's pending events; mailbox.mu guards
 //     the events posted to one run. Neither is held while taking the
 //     other.
+//  5. sessionServers.mu guards which sessions' own MCP servers may run
+//     here (sessionmcp.go); nothing is taken while holding it.
 //
 // No lock is held while calling a model, a tool or an observer, or while
 // blocking on a channel.
@@ -126,6 +128,9 @@ type Config struct {
 	// MCP tunes how the agents' MCP servers are started and restarted;
 	// the kernel owns the servers and stops them on Close.
 	MCP mcp.Options
+	// SessionMCP configures the MCP servers clients attach to sessions
+	// (sessionmcp.go).
+	SessionMCP SessionMCP
 	// Replication configures a kernel that shares Store with other
 	// replicas; the zero value is one process alone.
 	Replication Replication
@@ -164,7 +169,8 @@ type Kernel struct {
 	repl      Replication
 	// stallAfter is when a quiet running run counts as stalled.
 	stallAfter time.Duration
-	mcp        *mcp.Manager // the agents' MCP servers, shared by every run
+	mcp        *mcp.Manager // the agents' MCP servers, shared by every run, and the sessions' own
+	sessionMCP *sessionServers
 	quotas     Quotas
 	titles     Titles
 	feed       FeedSink
@@ -230,6 +236,7 @@ func New(cfg Config) (*Kernel, error) {
 		cfg.MCP.Logger = k.log
 	}
 	k.mcp = mcp.NewManager(cfg.MCP)
+	k.sessionMCP = newSessionServers(cfg.SessionMCP)
 	clock := cfg.Now
 	if clock == nil {
 		clock = time.Now
@@ -242,6 +249,7 @@ func New(cfg Config) (*Kernel, error) {
 	k.wg.Go(k.sweepLoop)
 	k.wg.Go(k.owner.renewLoop)
 	k.wg.Go(k.stallLoop)
+	k.wg.Go(k.sessionMCPLoop)
 	if k.repl.Signals != nil {
 		k.wg.Go(k.owner.takeOverLoop)
 	}

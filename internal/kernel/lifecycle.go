@@ -150,6 +150,7 @@ func (k *Kernel) closeSession(ctx context.Context, id, reason string) (session.S
 	if err := k.stopRuns(ctx, id); err != nil {
 		return session.Session{}, err
 	}
+	k.stopSessionMCP(id) // or, if a run still ends, the sweeper once it has
 	if err := k.closeChildren(ctx, id); err != nil {
 		return session.Session{}, err
 	}

@@ -61,9 +61,12 @@ type runner struct {
 	// by the name the model sees.
 	mcpTools map[string]tools.Tool
 	mcpDown  map[string]error // servers that could not start, by name
-	usage    session.Usage
-	turn     *turn              // the model response streaming now, if any
-	pending  []session.ToolCall // tool calls recorded but not yet answered
+	// sessionMCPHeld says the run uses its session's own MCP servers
+	// (sessionmcp.go), until it ends.
+	sessionMCPHeld bool
+	usage          session.Usage
+	turn           *turn              // the model response streaming now, if any
+	pending        []session.ToolCall // tool calls recorded but not yet answered
 	// clientCalls are the calls of the client's tools the run leaves for
 	// the client to answer (see clienttools.go).
 	clientCalls []string
@@ -94,6 +97,7 @@ func (k *Kernel) execute(h *held, ar *activeRun, run *session.Run, spec agents.S
 	}
 	ctx, cancel := context.WithDeadlineCause(ar.ctx, started.Add(runTimeout(spec.Limits.RunTimeout)), errRunTimeout)
 	defer cancel()
+	defer r.releaseSessionMCP()
 	ctx, span := r.startRunSpan(ctx)
 	defer r.endRunSpan(span) // after the run ended or left, below
 	err := stopCause(ctx, r.safeLoop(ctx))

@@ -77,21 +77,35 @@ func allowed(srv agents.MCPServer, all []tools.Tool) []tools.Tool {
 func (r *runner) prepareMCP(ctx context.Context) error {
 	for _, st := range r.k.mcpTools(ctx, r.spec, true) {
 		if st.err != nil {
-			r.log.Warn("mcp server unavailable", "server", st.server.Name, "err", st.err)
-			r.mcpDown[st.server.Name] = st.err
-			ev := session.Custom(mcpUnavailable, map[string]string{"server": st.server.Name, "error": st.err.Error()})
-			if err := r.emit(ev); err != nil {
+			if err := r.mcpServerDown(st.server.Name, st.err); err != nil {
 				return err
 			}
 			continue
 		}
-		for _, t := range st.tools {
-			d := t.Definition()
-			r.mcpTools[d.Name] = t
-			r.tools = append(r.tools, llm.Tool{Name: d.Name, Description: d.Description, Parameters: d.Parameters})
-		}
+		r.offerMCPTools(st.tools, false)
 	}
 	return nil
+}
+
+// mcpServerDown records that server name cannot be reached, for the
+// calls of its tools, and says so in the stream.
+func (r *runner) mcpServerDown(name string, cause error) error {
+	r.log.Warn("mcp server unavailable", "server", name, "err", cause)
+	r.mcpDown[name] = cause
+	return r.emit(session.Custom(mcpUnavailable, map[string]string{"server": name, "error": cause.Error()}))
+}
+
+// offerMCPTools offers the run's model ts; with requireApproval, each of
+// their calls waits for a decision.
+func (r *runner) offerMCPTools(ts []tools.Tool, requireApproval bool) {
+	for _, t := range ts {
+		d := t.Definition()
+		r.mcpTools[d.Name] = t
+		r.tools = append(r.tools, llm.Tool{Name: d.Name, Description: d.Description, Parameters: d.Parameters})
+		if requireApproval {
+			r.spec.Tools = append(r.spec.Tools, agents.ToolRef{Name: d.Name, RequireApproval: true})
+		}
+	}
 }
 
 // AgentTool is one tool an agent may call, as its model sees it.
@@ -178,5 +192,7 @@ func (k *Kernel) ReloadAgents() (stopped []string, err error) {
 			keep = append(keep, mcpConfig(srv))
 		}
 	}
+	keep = append(keep, k.sessionMCP.configs()...) // the sessions' own servers stay
+
 	return k.mcp.Retain(keep), nil
 }

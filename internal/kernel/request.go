@@ -27,7 +27,10 @@ func (r *runner) prepare(ctx context.Context) error {
 	}
 	r.tools = append(r.tools, clientToolDefinitions(r.run.ClientTools)...)
 	r.mcpTools, r.mcpDown = make(map[string]tools.Tool), make(map[string]error)
-	return r.prepareMCP(ctx)
+	if err := r.prepareMCP(ctx); err != nil {
+		return err
+	}
+	return r.prepareSessionMCP(ctx)
 }
 
 // request builds the model request for call n of the run: the system

@@ -184,6 +184,18 @@ func (k *Kernel) continuePaused(h *held, ar *activeRun) {
 	}
 }
 
+// endLeftChild ends run as endLeft does, and, for a background child's
+// run, then posts its end to the parent as its own driver would have.
+func (k *Kernel) endLeftChild(ctx context.Context, h *held, run session.Run, code, message string) error {
+	if err := k.endLeft(ctx, h.token, run, code, message); err != nil || !run.Background {
+		return err
+	}
+	if ended, err := k.store.GetRun(ctx, run.SessionID, run.ID); err == nil {
+		k.childEnded(h, ended)
+	}
+	return nil
+}
+
 // takeUp continues run, which a process that stopped left unfinished, as
 // h's active run, or ends it if it must not be continued (see endLeft).
 // reason says why it was left, unless its record says better.
@@ -202,16 +214,16 @@ func (k *Kernel) takeUp(ctx context.Context, h *held, run session.Run, reason st
 	spec, agentErr := k.specOf(s, run)
 	switch {
 	case rp.terminal != nil:
-		return k.endLeft(ctx, h.token, run, "", "") // only its record is behind its log
+		return k.endLeftChild(ctx, h, run, "", "") // only its record is behind its log
 	case agentErr != nil:
-		return k.endLeft(ctx, h.token, run, session.ErrorCodeInterrupted, interruptedMessage+"; its agent is not available")
+		return k.endLeftChild(ctx, h, run, session.ErrorCodeInterrupted, interruptedMessage+"; its agent is not available")
 	case !spec.Continues() && run.State != session.RunWaitingInput, // one waiting for a person waits again
 		seedsFork(run): // a fork's first run only writes the fork's history: there is nothing to go on with
-		return k.endLeft(ctx, h.token, run, session.ErrorCodeInterrupted, interruptedMessage)
+		return k.endLeftChild(ctx, h, run, session.ErrorCodeInterrupted, interruptedMessage)
 	case crash && run.Crashes >= spec.MaxResumes:
 		k.log.Warn("run not continued: its process died under it too often", "session", h.id, "run", run.ID,
 			"crashes", run.Crashes+1, "max_resumes", spec.MaxResumes)
-		return k.endLeft(ctx, h.token, run, session.ErrorCodeResumeLimit, fmt.Sprintf(
+		return k.endLeftChild(ctx, h, run, session.ErrorCodeResumeLimit, fmt.Sprintf(
 			"the run was interrupted: kerneld stopped under it %d times, more than its agent's max_resumes (%d)",
 			run.Crashes+1, spec.MaxResumes))
 	}

@@ -37,6 +37,9 @@ type CreateSession struct {
 	PermissionMode string
 	// Webhooks receive the session's events (see internal/webhook).
 	Webhooks []session.Webhook
+	// MCPServers are MCP servers whose tools the session's runs get
+	// beside the agent's (sessionmcp.go).
+	MCPServers []session.MCPServer
 	// Agents are other agents that may take turns on the session's
 	// conversation (see peers.go).
 	Agents []string
@@ -62,6 +65,9 @@ type SessionUpdate struct {
 	Overrides *session.Overrides
 	// PermissionMode, when not nil, replaces the session's mode.
 	PermissionMode *string
+	// MCPServers, when not nil, replace the session's own MCP servers
+	// (empty: none); only while no run is under way.
+	MCPServers *[]session.MCPServer
 	// Agents, when not nil, replace the other agents that may take turns
 	// on the session; empty clears them.
 	Agents *[]string
@@ -121,6 +127,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	if err := k.sessionWebhooks(TenantFrom(ctx), req.Webhooks); err != nil {
 		return session.Session{}, err
 	}
+	if err := k.checkSessionMCP(TenantFrom(ctx), spec, req.MCPServers); err != nil {
+		return session.Session{}, err
+	}
 	now := k.now().UTC()
 	s := session.Session{
 		ID: cmp.Or(req.key, session.NewID()), Tenant: TenantFrom(ctx), Agent: req.Agent, Name: req.Name,
@@ -134,6 +143,7 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 		s.Title, s.TitleSource = req.Title, session.TitleFromClient
 	}
 	s.Webhooks = req.Webhooks
+	s.MCPServers = session.CloneMCPServers(req.MCPServers)
 	s.SpawnKey = req.spawnKey
 	s.Agents = slices.Clone(req.Agents)
 	if req.IdempotencyKey != "" {
@@ -347,6 +357,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 			return session.Session{}, err
 		}
 	}
+	if err := k.checkSessionMCPUpdate(s, u.MCPServers); err != nil {
+		return session.Session{}, err
+	}
 	id = s.ID // the key it is stored under
 	var out session.Session
 	err = k.updateSession(ctx, id, func(s *session.Session) error {
@@ -368,6 +381,12 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 		if u.Instructions != nil {
 			s.Instructions = *u.Instructions
 		}
+		if u.MCPServers != nil {
+			if s.ActiveRunID != "" {
+				return mcpServersBusy(s.ID, s.ActiveRunID)
+			}
+			s.MCPServers = session.CloneMCPServers(*u.MCPServers)
+		}
 		if u.Agents != nil {
 			s.Agents = slices.Clone(*u.Agents)
 		}
@@ -383,6 +402,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 		return session.Session{}, err
 	}
 	out.Version++
+	if u.MCPServers != nil {
+		k.stopSessionMCP(out.ID) // the next run starts those it names now
+	}
 	k.feedChanged(out.Tenant, out.ID, FeedSessionUpdated)
 	return out, nil
 }

@@ -148,6 +148,8 @@ type SessionExt struct {
 	// Imported marks a session that kerneld import wrote (see
 	// internal/transfer); nil for one created here.
 	Imported *ImportMark `json:"imported,omitempty"`
+	// MCPServers are the MCP servers a client attached to the session.
+	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
 	// SpawnKey names the spawn_agent call that created this child session
 	// (its parent's run and the call's id), so that a continued run that
 	// makes the call again finds this child rather than start another.
@@ -236,6 +238,7 @@ func (s Session) Clone() Session {
 	s.ReadCursors = maps.Clone(s.ReadCursors)
 	s.Replies = slices.Clone(s.Replies)
 	s.Webhooks = slices.Clone(s.Webhooks) // their Events are never changed in place
+	s.MCPServers = CloneMCPServers(s.MCPServers)
 	s.Agents = slices.Clone(s.Agents)
 	if s.Compaction != nil {
 		c := *s.Compaction

@@ -182,6 +182,21 @@ function waitSidebar(page, n, want) {
 // ---- scenarios ----------------------------------------------------------------
 
 const scenarios = {
+  // image: an image file sent with a message shows under its text.
+  async image(page) {
+    const id = await newSession(page, "echo");
+    const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    await page.setInputFiles("#attach", { name: "dot.png", mimeType: "image/png", buffer: Buffer.from(png, "base64") });
+    await page.fill("#input", "what is this?");
+    await page.click("#send");
+    await waitIdle(page, "completed");
+    await page.waitForFunction(() => {
+      const img = document.querySelector("#conversation .msg-user img.image");
+      return img && img.src.startsWith("data:image/png;base64,");
+    });
+    const image = await page.$eval("#conversation .msg-user img.image", (el) => el.src);
+    return { id, image, transcript: await transcript(page) };
+  },
   // chat: two turns with the echo agent, streamed to the end.
   async chat(page) {
     const agents = await page.$$eval("#agent-select option", (els) => els.map((el) => el.textContent));

@@ -174,6 +174,9 @@ func startKerneld(t *testing.T, opts httpapi.Options, observers ...kernel.Observ
 	t.Cleanup(func() { _ = sessionFeed.Close(context.Background()) }) // before the kernel closes
 	opts.OpenAPI = api.OpenAPI
 	opts.Feed = sessionFeed
+	if opts.Images == nil {
+		opts.Images = k.Images // the library the kernel keeps them in
+	}
 	srv := httpapi.New(k.Kernel, streams, opts)
 	ts := httptest.NewUnstartedServer(srv)
 	ts.Config.RegisterOnShutdown(srv.CloseStreams)
@@ -386,6 +389,24 @@ func equal(t *testing.T, what string, got, want []string) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("%s:\ngot:\n\t%s\nwant:\n\t%s", what, strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
 	}
+}
+
+// TestConsole_Image: an image chosen in the composer goes with the
+// message, and the message shows it, fetched from kerneld.
+func TestConsole_Image(t *testing.T) {
+	b := needBrowser(t)
+	k := startKerneld(t, httpapi.Options{})
+	res := b.play(t, k, "image")
+	var raw struct {
+		Image string `json:"image"`
+	}
+	if err := json.Unmarshal(res.Raw, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(raw.Image, "data:image/png;base64,iVBORw0KGgo") {
+		t.Errorf("the user message shows %q, want the PNG it carries", raw.Image)
+	}
+	equal(t, "conversation", messages(res.Transcript), []string{"user: what is this?", "assistant: what is this?"})
 }
 
 func TestConsole_Chat(t *testing.T) {

@@ -285,6 +285,23 @@ function idempotencyKey() {
   return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+// withImages returns the input for text and the image files chosen: the
+// text alone, or AG-UI content parts with each image's bytes in base64.
+async function withImages(text, files) {
+  if (!files || files.length === 0) return text;
+  const parts = [{ type: "text", text }];
+  for (const file of files) {
+    const url = await new Promise((resolve, reject) => {
+      const reader = new FileReader();
+      reader.onload = () => resolve(reader.result);
+      reader.onerror = () => reject(reader.error);
+      reader.readAsDataURL(file);
+    });
+    parts.push({ type: "image", source: { type: "data", value: url.slice(url.indexOf(",") + 1), mimeType: file.type } });
+  }
+  return parts;
+}
+
 async function send(e) {
   e.preventDefault();
   const input = $("input");
@@ -293,8 +310,9 @@ async function send(e) {
   const ifBusy = activeRun() ? $("if-busy").value : null;
   $("send").disabled = true;
   try {
-    await api.sendInput(current.id, text, ifBusy, idempotencyKey(), $("run-agent").value || null);
+    await api.sendInput(current.id, await withImages(text, $("attach").files), ifBusy, idempotencyKey(), $("run-agent").value || null);
     input.value = "";
+    $("attach").value = "";
     $("session-problem").hidden = true;
   } catch (p) {
     showProblem($("session-problem"), p);

@@ -187,6 +187,9 @@ const handlers = {
       case "kerneld.run.queued":
         add(state, { kind: "note", key: `q:${v.runId}`, text: `Input queued (position ${v.position}): it runs when this run ends.` }, changed);
         break;
+      case "kerneld.message.images":
+        update(state, `m:${v.messageId}`, changed, (m) => { m.images = messageImages(kerneldMeta(ev).sessionId, v.images); });
+        break;
       case "kerneld.run.steered":
         add(state, { kind: "note", key: `s:${v.steerRunId}`, text: "Input added to this run; the agent reads it at its next step." }, changed);
         break;
@@ -196,6 +199,14 @@ const handlers = {
     }
   },
 };
+
+// messageImages lists the images a user message carries: those kerneld
+// keeps by the route that serves them, the others by their URL.
+function messageImages(sessionId, images) {
+  return (images || []).map((img) => (img.hash
+    ? { src: `/sessions/${encodeURIComponent(sessionId || "")}/images/${img.hash}`, kept: true }
+    : { src: img.url, kept: false }));
+}
 
 // The notes of a run continued after the process running it stopped, by
 // the reason kerneld gives.

@@ -2,6 +2,7 @@
 // touching only the items that changed, so a token costs one text update.
 
 import { replacedAll } from "./conversation.js";
+import { authHeaders } from "./api.js";
 import { h } from "./dom.js";
 
 export class ConversationView {
@@ -58,15 +59,38 @@ export class ConversationView {
 
 function messageNode(item) {
   const text = h("div", { class: "text" });
+  const images = h("div", { class: "images" });
   const el = h("div", { class: `msg msg-${item.role}`, "data-key": item.key },
-    h("div", { class: "who" }, item.role === "user" ? "You" : item.agent || item.role), text);
+    h("div", { class: "who" }, item.role === "user" ? "You" : item.agent || item.role), text, images);
+  let shown = 0;
   return {
     el,
     update(m) {
       text.textContent = m.text;
       el.classList.toggle("streaming", m.open);
+      for (; m.images && shown < m.images.length; shown++) images.append(imageNode(m.images[shown]));
     },
   };
+}
+
+// imageNode shows an image of a message. One kerneld keeps is fetched
+// with the console's key and shown as a data: URL (the console's policy
+// loads images from itself and data: only); one at a URL of the client's
+// is a link, since the console loads nothing from elsewhere.
+function imageNode(img) {
+  if (!img.kept) return h("a", { class: "image-link", href: img.src, target: "_blank", rel: "noopener noreferrer" }, "image");
+  const el = h("img", { class: "image", alt: "an image sent with this message" });
+  fetch(img.src, { headers: authHeaders() })
+    .then((res) => (res.ok ? res.blob() : Promise.reject(new Error(res.statusText))))
+    .then((blob) => new Promise((resolve, reject) => {
+      const reader = new FileReader();
+      reader.onload = () => resolve(reader.result);
+      reader.onerror = () => reject(reader.error);
+      reader.readAsDataURL(blob);
+    }))
+    .then((url) => { el.src = url; })
+    .catch(() => { el.alt = "an image that could not be loaded"; });
+  return el;
 }
 
 function reasoningNode() {

@@ -163,6 +163,8 @@ type Options struct {
 	// Images keeps the images of inputs; nil keeps them in Store when it
 	// can (images.Store), as kerneld does.
 	Images *images.Library
+	// SessionMCP configures the MCP servers clients attach to sessions.
+	SessionMCP kernel.SessionMCP
 	// Logger receives the kernel's logs; nil drops them.
 	Logger *slog.Logger
 	// Guards answers for the agents' guards; nil asks none.
@@ -197,7 +199,8 @@ func New(tb testing.TB, opts Options) *Kernel {
 		Agents: registry, Tools: reg, Store: opts.Store, Observers: opts.Observers,
 		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention, Replication: opts.Replication,
 		Quotas: opts.Quotas, StallAfter: opts.StallAfter, Feed: opts.Feed, Titles: opts.Titles, Images: opts.Images,
-		Logger: opts.Logger, Guards: opts.Guards,
+		SessionMCP: opts.SessionMCP,
+		Logger:     opts.Logger, Guards: opts.Guards,
 	})
 	if err != nil {
 		tb.Fatalf("new kernel: %v", err)

@@ -48,6 +48,10 @@ type ServerConfig struct {
 	URL         string            // streamable HTTP: the endpoint and extra request headers
 	Headers     map[string]string //
 	CallTimeout time.Duration     // one tool call; 0 means 60s
+	// Scope, when set, keeps the server to those asking with the same
+	// scope: two configurations alike but for it get a server each (a
+	// session's own servers are never shared with another session).
+	Scope string
 }
 
 // Options configure a Manager. Zero fields take the defaults noted.
@@ -204,6 +208,30 @@ func (m *Manager) Retain(keep []ServerConfig) []string {
 		m.wg.Go(func() { s.shutdown(cause) }) // m.mu is held and m is open: as spawn would
 	}
 	slices.Sort(stopped)
+	return stopped
+}
+
+// Stop stops the servers of cfgs that run, in the background, each as
+// Close stops it; Close waits for those stops too. Tools for one of them
+// would start a new one. It returns the names of the servers it stops.
+func (m *Manager) Stop(cfgs ...ServerConfig) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	var stopped []string
+	for _, cfg := range cfgs {
+		key := cfg.key()
+		s, ok := m.servers[key]
+		if !ok {
+			continue
+		}
+		delete(m.servers, key)
+		stopped = append(stopped, s.cfg.Name)
+		cause := fmt.Errorf("mcp server %q was stopped: %w", s.cfg.Name, errdefs.ErrUnavailable)
+		m.wg.Go(func() { s.shutdown(cause) }) // m.mu is held and m is open: as spawn would
+	}
 	return stopped
 }
 

@@ -160,6 +160,9 @@ func (b *toolBatch) collect(n int) error {
 		}
 		select {
 		case res := <-b.results:
+			if res.isError && b.ctx.Err() != nil {
+				return b.stop() // a call failing as its run stops was cut, not answered
+			}
 			n--
 			keep(b.r.logNotices())
 			keep(b.r.recordResult(res))

@@ -92,13 +92,14 @@ func TestSessionMCP_Refused(t *testing.T) {
 		_, err := k.CreateSession(t.Context(), kernel.CreateSession{Agent: "helper", MCPServers: []session.MCPServer{srv}})
 		return err
 	}
+	var invalid *errdefs.ValidationError
 	err := create(session.MCPServer{Name: "shell", Stdio: "bash"})
-	require.ErrorIs(t, err, errdefs.ErrInvalid)
-	assert.Contains(t, err.(*errdefs.ValidationError).Problems["mcp_servers[0].stdio"], `"bash" is not a stdio server this kerneld allows (allowed: allowed)`)
+	require.ErrorAs(t, err, &invalid)
+	assert.Contains(t, invalid.Problems["mcp_servers[0].stdio"], `"bash" is not a stdio server this kerneld allows (allowed: allowed)`)
 
 	err = create(session.MCPServer{Name: "docs", URL: "https://example.com/mcp", Headers: map[string]string{"X-Key": "${OTHER}"}})
-	require.ErrorIs(t, err, errdefs.ErrInvalid)
-	assert.Contains(t, err.(*errdefs.ValidationError).Problems["mcp_servers[0].headers.X-Key"], `names secret "OTHER"`)
+	require.ErrorAs(t, err, &invalid)
+	assert.Contains(t, invalid.Problems["mcp_servers[0].headers.X-Key"], `names secret "OTHER"`)
 
 	err = create(session.MCPServer{Name: "docs", URL: "file:///etc/passwd"})
 	require.ErrorIs(t, err, errdefs.ErrInvalid)
@@ -186,7 +187,7 @@ model:
 		b.mu.Unlock()
 	}
 	a, other := rs[0], rs[1]
-	s, err := a.Kernel.CreateSession(t.Context(), kernel.CreateSession{Agent: "slowcaller",
+	s, err := a.CreateSession(t.Context(), kernel.CreateSession{Agent: "slowcaller",
 		MCPServers: []session.MCPServer{{Name: "docs", URL: ts.URL}}})
 	require.NoError(t, err)
 	run := mustRun(t, a.Kernel.Kernel, s.ID, "go")

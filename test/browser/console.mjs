@@ -515,6 +515,17 @@ const scenarios = {
     return { id, modes, notes, transcript: await transcript(page) };
   },
 
+  // instructions: a session's instructions set from its settings.
+  async instructions(page) {
+    const id = await newSession(page, "echo");
+    await page.click("#settings-toggle");
+    await page.waitForSelector("#settings:not([hidden]) #instructions-field:not([hidden])");
+    await page.fill("#instructions-input", "Answer in French.");
+    await page.click("#settings-save");
+    await page.waitForFunction(() => document.getElementById("settings-status").textContent === "Saved.");
+    return { id };
+  },
+
   // refused: without a key the console shows the 401's detail; with one it works.
   async refused(page) {
     await page.waitForSelector("#global-problem:not([hidden])");

@@ -197,3 +197,19 @@ func TestConsole_Settings(t *testing.T) {
 		"message", "message", "tool memory_set done", "tool memory_set done", "note", "note", "message",
 	})
 }
+
+// TestConsole_Instructions: a session's instructions set from its
+// settings reach kerneld.
+func TestConsole_Instructions(t *testing.T) {
+	b := needBrowser(t)
+	k := startKerneld(t, httpapi.Options{})
+	res := b.play(t, k, "instructions")
+
+	s, err := k.kernel.GetSession(tenantContext(t), res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Instructions != "Answer in French." {
+		t.Errorf("session instructions %q, want those saved in the settings", s.Instructions)
+	}
+}

@@ -379,7 +379,7 @@ function fillSettings(session) {
   const hasInstructions = "instructions" in session;
   $("instructions-field").hidden = !hasInstructions;
   if (hasInstructions) $("instructions-input").value = session.instructions || "";
-  $("clear-session").hidden = !hasInstructions; // the same kerneld that keeps instructions can clear
+  // Clear conversation stays hidden until kerneld has POST /sessions/{id}/clear.
 }
 
 const modeText = {

@@ -118,7 +118,9 @@ func TestCLI_WatchSnapshot(t *testing.T) {
 	w.waitOutput(t, regexp.MustCompile(`(?s)^> what time is it\?\nChecking the time.\n→ current_time\(\{"timezone":"UTC"\}\)\n← current_time: .+\nDone.\n$`))
 	_, err = c.CreateRun(t.Context(), s.ID, client.CreateRunRequest{Input: "and now?"})
 	require.NoError(t, err)
-	w.waitOutput(t, regexp.MustCompile(`Done.\n> and now\?\nChecking the time.\n`))
+	// The second answer ends before the session goes: deleting it earlier
+	// would cancel the run, and watch would print that instead.
+	w.waitOutput(t, regexp.MustCompile(`(?s)Done.\n> and now\?\nChecking the time.\n.*Done.\n$`))
 	require.NoError(t, c.DeleteSession(t.Context(), s.ID, false))
 	require.NoError(t, w.wait(t))
 	assert.True(t, strings.HasSuffix(w.stdout.String(), "Done.\n"), w.stdout.String())

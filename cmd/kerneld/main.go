@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -76,6 +77,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	stopProfile, err := cpuProfile(getenv("KERNELD_CPUPROFILE"))
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err = serve(ctx, cfg, getenv, newLogger(cfg.Log, stderr, tracing.Enabled()), tracing)
@@ -88,4 +94,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 func printVersion(w io.Writer) error {
 	_, err := fmt.Fprintln(w, "kerneld", version)
 	return err
+}
+
+// cpuProfile starts a CPU profile of the server, written to path followed
+// by the process id when it stops (several processes of a load test or a
+// cluster each write their own), when path is set: how the figures in
+// docs/benchmarks.md say where a server's time goes. It returns the stop.
+func cpuProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%d", path, os.Getpid()))
+	if err != nil {
+		return nil, fmt.Errorf("KERNELD_CPUPROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("KERNELD_CPUPROFILE: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }

@@ -134,6 +134,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	if err := k.checkSessionMCP(TenantFrom(ctx), spec, req.MCPServers); err != nil {
 		return session.Session{}, err
 	}
+	if err := k.checkPeerMCP(req.MCPServers, req.Agents); err != nil {
+		return session.Session{}, err
+	}
 	now := k.now().UTC()
 	s := session.Session{
 		ID: cmp.Or(req.key, session.NewID()), Tenant: TenantFrom(ctx), Agent: req.Agent, Name: req.Name,
@@ -365,6 +368,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 		}
 	}
 	if err := k.checkSessionMCPUpdate(s, u.MCPServers); err != nil {
+		return session.Session{}, err
+	}
+	if err := k.checkSessionPeerMCP(s, u); err != nil {
 		return session.Session{}, err
 	}
 	id = s.ID // the key it is stored under

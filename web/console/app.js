@@ -120,7 +120,7 @@ function onEvent(s, ev, seq) {
     s.saveTimer = setTimeout(() => { s.saveTimer = 0; save(s.id, s.state); }, 250);
   }
   if (seq > 0) markReadSoon(s, seq);
-  parkSoon(s);
+  parkSoon(s, true);
   if (changesSessionState(ev)) {
     if (ev.type === "RUN_FINISHED" || ev.type === "RUN_ERROR") s.endedRuns.add(kerneldRun(ev));
     updateBusy();
@@ -143,7 +143,10 @@ const parkAfterMs = 1000;
 // busy are the feed's statuses of a session whose events are still coming.
 const busy = new Set(["running", "waiting_input", "queued", "stalled"]);
 
-function parkSoon(s) {
+// parkSoon parks view s's stream parkAfterMs from now if it may be then;
+// restart, for an event of the stream, puts off a park already planned.
+function parkSoon(s, restart = false) {
+  if (s.parkTimer && !restart) return;
   clearTimeout(s.parkTimer);
   s.parkTimer = setTimeout(() => {
     s.parkTimer = 0;
@@ -159,9 +162,13 @@ function mayPark(s) {
 }
 
 // wakeIfBehind resumes view s's parked stream when the feed says the
-// session moved on, or can no longer say so.
+// session moved on, or can no longer say so; an open stream is parked
+// soon if the feed now says the session is idle (it may say so after the
+// stream's last event).
 function wakeIfBehind(s) {
-  if (s && s.stream.parked() && !mayPark(s)) s.stream.wake();
+  if (!s) return;
+  if (!s.stream.parked()) parkSoon(s);
+  else if (!mayPark(s)) s.stream.wake();
 }
 
 // ---- read cursor ------------------------------------------------------------
@@ -565,6 +572,6 @@ initInbox((id, agent) => {
 initSidebar({
   onProblem: showGlobalProblem, onStarted: openStarted, currentID: () => current && current.id,
   onChange: onFeedChange, onAgents: () => current && current.session && fillSettings(current.session),
-  onFeedStatus: () => current && (feedLive() ? parkSoon(current) : wakeIfBehind(current)),
+  onFeedStatus: () => wakeIfBehind(current),
 });
 route();

@@ -121,6 +121,7 @@ function onEvent(s, ev, seq) {
   }
   if (seq > 0) markReadSoon(s, seq);
   parkSoon(s, true);
+  if (ev.type === "MESSAGES_SNAPSHOT") snapshotEndedRuns(s, ev);
   if (changesSessionState(ev)) {
     if (ev.type === "RUN_FINISHED" || ev.type === "RUN_ERROR") s.endedRuns.add(kerneldRun(ev));
     updateBusy();
@@ -189,6 +190,19 @@ function markReadSoon(s, seq) {
       // a kerneld without read cursors, or a session gone: nothing to mark
     }
   }, 150);
+}
+
+// snapshotEndedRuns notes the runs of a snapshot's history as ended and
+// reads the session again. A view opened as a run ends can read the
+// session while the run goes on and get its stream after the end, as a
+// snapshot that holds the run's messages but not its end: without this,
+// the header would stay "running" with nothing left to correct it.
+function snapshotEndedRuns(s, ev) {
+  for (const m of ev.messages || []) {
+    const run = m.metadata && m.metadata.kerneld && m.metadata.kerneld.runId;
+    if (run && run !== s.state.activeRunId) s.endedRuns.add(run);
+  }
+  refreshSession();
 }
 
 // changesSessionState reports whether ev moves the session to another

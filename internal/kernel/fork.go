@@ -313,7 +313,7 @@ func (k *Kernel) seedFork(ctx context.Context, token int64, f *session.Session, 
 	if err := k.store.CreateRun(ctx, run, session.RunConstraints{}); err != nil {
 		return fmt.Errorf("create run: %w", err)
 	}
-	start := []session.Event{forkStarted(f, run.ID, msgs), session.MessagesSnapshot(msgs)}
+	start := []session.Event{forkStarted(f, run.ID, msgs), session.MessagesSnapshot(msgs, f.Agent)}
 	if err := k.emit(ctx, token, f.ID, run.ID, start...); err != nil {
 		return err
 	}

@@ -25,6 +25,8 @@ type Snapshot struct {
 	// RunID is the run in progress, whose RUN_STARTED is event After+1, or
 	// "" when no run is in progress.
 	RunID string
+	// Agent is the session's own agent: Messages written by another say so.
+	Agent string
 }
 
 // MessagesSnapshot returns the session's snapshot. It reads only the store,
@@ -48,6 +50,7 @@ func (k *Kernel) MessagesSnapshot(ctx context.Context, sessionID string) (Snapsh
 	if err != nil {
 		return Snapshot{}, err
 	}
+	snap.Agent = s.Agent
 	return snap, nil
 }
 

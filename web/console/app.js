@@ -120,7 +120,8 @@ function onEvent(s, ev, seq) {
     s.saveTimer = setTimeout(() => { s.saveTimer = 0; save(s.id, s.state); }, 250);
   }
   if (seq > 0) markReadSoon(s, seq);
-  parkSoon(s);
+  parkSoon(s, true);
+  if (ev.type === "MESSAGES_SNAPSHOT") snapshotEndedRuns(s, ev);
   if (changesSessionState(ev)) {
     if (ev.type === "RUN_FINISHED" || ev.type === "RUN_ERROR") s.endedRuns.add(kerneldRun(ev));
     updateBusy();
@@ -143,7 +144,10 @@ const parkAfterMs = 1000;
 // busy are the feed's statuses of a session whose events are still coming.
 const busy = new Set(["running", "waiting_input", "queued", "stalled"]);
 
-function parkSoon(s) {
+// parkSoon parks view s's stream parkAfterMs from now if it may be then;
+// restart, for an event of the stream, puts off a park already planned.
+function parkSoon(s, restart = false) {
+  if (s.parkTimer && !restart) return;
   clearTimeout(s.parkTimer);
   s.parkTimer = setTimeout(() => {
     s.parkTimer = 0;
@@ -159,9 +163,13 @@ function mayPark(s) {
 }
 
 // wakeIfBehind resumes view s's parked stream when the feed says the
-// session moved on, or can no longer say so.
+// session moved on, or can no longer say so; an open stream is parked
+// soon if the feed now says the session is idle (it may say so after the
+// stream's last event).
 function wakeIfBehind(s) {
-  if (s && s.stream.parked() && !mayPark(s)) s.stream.wake();
+  if (!s) return;
+  if (!s.stream.parked()) parkSoon(s);
+  else if (!mayPark(s)) s.stream.wake();
 }
 
 // ---- read cursor ------------------------------------------------------------
@@ -182,6 +190,19 @@ function markReadSoon(s, seq) {
       // a kerneld without read cursors, or a session gone: nothing to mark
     }
   }, 150);
+}
+
+// snapshotEndedRuns notes the runs of a snapshot's history as ended and
+// reads the session again. A view opened as a run ends can read the
+// session while the run goes on and get its stream after the end, as a
+// snapshot that holds the run's messages but not its end: without this,
+// the header would stay "running" with nothing left to correct it.
+function snapshotEndedRuns(s, ev) {
+  for (const m of ev.messages || []) {
+    const run = m.metadata && m.metadata.kerneld && m.metadata.kerneld.runId;
+    if (run && run !== s.state.activeRunId) s.endedRuns.add(run);
+  }
+  refreshSession();
 }
 
 // changesSessionState reports whether ev moves the session to another
@@ -565,6 +586,6 @@ initInbox((id, agent) => {
 initSidebar({
   onProblem: showGlobalProblem, onStarted: openStarted, currentID: () => current && current.id,
   onChange: onFeedChange, onAgents: () => current && current.session && fillSettings(current.session),
-  onFeedStatus: () => current && (feedLive() ? parkSoon(current) : wakeIfBehind(current)),
+  onFeedStatus: () => wakeIfBehind(current),
 });
 route();

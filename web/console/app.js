@@ -7,8 +7,11 @@ import * as api from "./api.js";
 import { apply, forget, freshStart, resumePoint, save, snapshotRun } from "./conversation.js";
 import { h, shortID } from "./dom.js";
 import { changesInbox, initInbox, refreshInbox, renderInbox } from "./inbox.js";
+import { initMCP, resetMCP, showMCP } from "./mcp.js";
+import { initSchedules, refreshSchedules, resetSchedules } from "./schedules.js";
 import { agentNamed, displayTitle, feedLive, initSidebar, loadAgents, loadSessions, rerender, sessionSummary } from "./sidebar.js";
 import { follow } from "./stream.js";
+import { admitAgent, turnAgents } from "./turns.js";
 import { ConversationView, showProblem } from "./view.js";
 
 const $ = (id) => document.getElementById(id);
@@ -70,6 +73,8 @@ function openSession(id) {
     readSeq: 0, readTimer: 0, parkTimer: 0 };
   current.view = new ConversationView($("conversation"), { onDecide: decide });
   showSettings(false);
+  resetMCP();
+  resetSchedules(id);
   startReading(resumePoint(id));
   refreshSession();
   rerender(); // the open session shows no unread badge
@@ -126,6 +131,7 @@ function onEvent(s, ev, seq) {
     if (ev.type === "RUN_FINISHED" || ev.type === "RUN_ERROR") s.endedRuns.add(kerneldRun(ev));
     updateBusy();
     refreshSession();
+    refreshSchedules(); // a firing starts a run, and one that fired once is gone
   }
 }
 
@@ -276,6 +282,7 @@ async function refreshSession() {
   const queued = session.queued_runs || 0; // a kerneld that counts them
   $("session-queued").textContent = queued ? `${queued} queued` : "";
   fillSettings(session);
+  showMCP(session);
   if (session.last_seq > s.readSeq) markReadSoon(s, session.last_seq);
   $("session-parent").replaceChildren(
     session.parent_id ? h("a", { href: `#/s/${encodeURIComponent(session.parent_id)}` }, "parent session") : "",
@@ -314,11 +321,11 @@ function activeRun() {
 // The message box's invitation, as the page has it.
 const inputPlaceholder = $("input").placeholder;
 
-// updateAgents offers the session's other agents, when it has some, to
-// answer the next input (POST /sessions/{id}/run with agent).
+// updateAgents offers the agents that may take a turn on the session, when
+// there are some, to answer the next input (see turns.js).
 function updateAgents() {
   const s = current && current.session;
-  const others = (s && s.agents) || [];
+  const others = turnAgents(s);
   const select = $("run-agent");
   $("agent-choice").hidden = others.length === 0;
   const names = others.length ? [s.agent, ...others] : [];
@@ -376,7 +383,9 @@ async function send(e) {
   const s = current;
   $("send").disabled = true;
   try {
-    await api.sendInput(s.id, await withImages(text, $("attach").files), ifBusy, idempotencyKey(), $("run-agent").value || null);
+    const agent = $("run-agent").value || null;
+    if (s.session) await admitAgent(s.session, agent);
+    await api.sendInput(s.id, await withImages(text, $("attach").files), ifBusy, idempotencyKey(), agent);
     s.stream.wake(); // the run's events follow at once, not when the feed tells
     input.value = "";
     $("attach").value = "";
@@ -563,6 +572,8 @@ function wire() {
   $("settings-toggle").addEventListener("click", () => showSettings($("settings").hidden));
   $("settings").addEventListener("submit", saveSettings);
   $("clear-session").addEventListener("click", clearConversation);
+  initMCP(() => refreshSession());
+  initSchedules();
   window.addEventListener("hashchange", route);
   // Keep what is rendered when the tab goes away, so a reload resumes it.
   window.addEventListener("pagehide", () => current && save(current.id, current.state));

@@ -164,18 +164,34 @@ function parkSoon(s, restart = false) {
 // mayPark reports whether the feed will tell view s when its session moves
 // on: the feed is live, lists the session, and has nothing newer of it.
 function mayPark(s) {
+  return feedLive() && !behind(s) && activeRun() === null;
+}
+
+// behind reports whether the feed says view s's session has moved on past
+// the view, or does not list it.
+function behind(s) {
   const sum = sessionSummary(s.id);
-  return feedLive() && sum !== null && !busy.has(sum.status) && sum.last_seq <= s.stream.lastSeq() && activeRun() === null;
+  return sum === null || busy.has(sum.status) || sum.last_seq > s.stream.lastSeq();
 }
 
 // wakeIfBehind resumes view s's parked stream when the feed says the
-// session moved on, or can no longer say so; an open stream is parked
-// soon if the feed now says the session is idle (it may say so after the
-// stream's last event).
+// session moved on; an open stream is parked soon if the feed now says
+// the session is idle (it may say so after the stream's last event).
 function wakeIfBehind(s) {
   if (!s) return;
   if (!s.stream.parked()) parkSoon(s);
-  else if (!mayPark(s)) s.stream.wake();
+  else if (behind(s)) s.stream.wake();
+}
+
+// onFeedStatus follows the feed's status. A feed that reconnects leaves
+// parked streams parked: it resumes where it was and tells what changed
+// meanwhile, and streams woken all at once could take the connections the
+// feed needs. A feed that has ended tells nothing more: the stream reads
+// for itself again.
+function onFeedStatus(status) {
+  if (!current) return;
+  if (status === "ended" && current.stream.parked()) current.stream.wake();
+  else wakeIfBehind(current);
 }
 
 // ---- read cursor ------------------------------------------------------------
@@ -597,6 +613,6 @@ initInbox((id, agent) => {
 initSidebar({
   onProblem: showGlobalProblem, onStarted: openStarted, currentID: () => current && current.id,
   onChange: onFeedChange, onAgents: () => current && current.session && fillSettings(current.session),
-  onFeedStatus: () => wakeIfBehind(current),
+  onFeedStatus,
 });
 route();

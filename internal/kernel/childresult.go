@@ -1,10 +1,12 @@
 package kernel
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/errdefs"
@@ -91,16 +93,47 @@ func (k *Kernel) postChildResult(ctx context.Context, run session.Run) error {
 	if res.Answer, err = k.answerOf(ctx, run); err != nil {
 		res.Answer, res.Error = "", err.Error()
 	}
-	ifBusy := BusyQueue
-	if spec, err := k.agents.Get(parent.Agent); err == nil && spec.ChildResults == agents.ChildResultsSteer {
-		ifBusy = BusySteer
+	agent := k.spawner(ctx, parent, child)
+	req := RunRequest{Input: k.childResultInput(res), IfBusy: k.childResultsPolicy(cmp.Or(agent, parent.Agent)),
+		IdempotencyKey: "child_result:" + run.ID, childResult: &res, Agent: agent}
+	ctx = WithTenant(ctx, parent.Tenant)
+	_, _, err = k.Run(ctx, parent.ID, req)
+	if errdefs.CodeOf(err) == errdefs.CodeAgentNotAllowed {
+		// The spawner may no longer take turns on the parent (its agents
+		// changed): the parent's own agent hears the answer instead.
+		req.Agent, req.IfBusy = "", k.childResultsPolicy(parent.Agent)
+		_, _, err = k.Run(ctx, parent.ID, req)
 	}
-	req := RunRequest{Input: k.childResultInput(res), IfBusy: ifBusy, IdempotencyKey: "child_result:" + run.ID, childResult: &res}
-	_, _, err = k.Run(WithTenant(ctx, parent.Tenant), parent.ID, req)
 	if errdefs.CodeOf(err) == errdefs.CodeSessionClosed {
 		return nil
 	}
 	return err
+}
+
+// spawner returns the agent whose run spawned child on parent when it is
+// not parent's own agent (another agent's turn, see peers.go): the answer
+// goes back to the agent that asked for it. "" is parent's own.
+func (k *Kernel) spawner(ctx context.Context, parent, child session.Session) string {
+	rest, ok := strings.CutPrefix(child.SpawnKey, "spawn:")
+	runID, _, found := strings.Cut(rest, ":")
+	if !ok || !found {
+		return ""
+	}
+	run, err := k.store.GetRun(ctx, parent.ID, runID)
+	if err != nil {
+		return ""
+	}
+	return run.Agent
+}
+
+// childResultsPolicy is how a child's answer reaches a busy session when
+// it goes to agent: queued, or steered into the active run when the
+// agent's file says child_results: steer.
+func (k *Kernel) childResultsPolicy(agent string) BusyPolicy {
+	if spec, err := k.agents.Get(agent); err == nil && spec.ChildResults == agents.ChildResultsSteer {
+		return BusySteer
+	}
+	return BusyQueue
 }
 
 // childResultInput is the input that brings res to the parent's model,

@@ -21,7 +21,11 @@ import (
 // that wrote it, which models that have a field for it (OpenAI's name)
 // see once two agents have spoken. Session overrides are the session
 // agent's: another agent's run takes only its own; a standing approval
-// covers the calls of the agent that was given it.
+// covers the calls of the agent that was given it; the children a run
+// spawns are bounded by its agent's limits (placeUnder), and a background
+// child's answer goes back to the agent that spawned it (postChildResult).
+// The tenant's quotas (internal/quota) are the tenant's, whichever agent
+// runs.
 
 // MaxSessionAgents bounds a session's agents list.
 const MaxSessionAgents = 16

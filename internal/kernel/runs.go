@@ -89,6 +89,11 @@ func (k *Kernel) Run(ctx context.Context, sessionID string, req RunRequest) (ses
 	if req.Agent == s.Agent {
 		req.Agent = "" // the session's own
 	}
+	if req.Agent != "" {
+		if err := checkGuestMCP(s, spec); err != nil { // its file may have changed since the session listed it
+			return session.Run{}, false, err
+		}
+	}
 	if err := checkOverrides(spec, req.Overrides); err != nil {
 		return session.Run{}, false, err
 	}

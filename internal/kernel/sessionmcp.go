@@ -3,6 +3,7 @@ package kernel
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -90,10 +91,50 @@ func (k *Kernel) checkSessionMCP(tenant string, spec agents.Spec, servers []sess
 	if err := v.Err(); err != nil {
 		return err
 	}
+	return mcpNameTaken(spec, servers)
+}
+
+// mcpNameTaken refuses session MCP servers one of which has the name of
+// an MCP server of agent spec, which runs on the session: their tools
+// would have the same names.
+func mcpNameTaken(spec agents.Spec, servers []session.MCPServer) error {
 	for _, srv := range servers {
 		if _, ok := spec.MCPServerOf(srv.Name + agents.MCPSeparator); ok {
 			return errdefs.New(errdefs.ErrConflict, errdefs.CodeMCPServerNameTaken,
-				"agent %q has an MCP server named %q already; give the session's another name", spec.Name, srv.Name).With("name", srv.Name)
+				"agent %q has an MCP server named %q already; give the session's another name", spec.Name, srv.Name).
+				With("name", srv.Name).With("agent", spec.Name)
+		}
+	}
+	return nil
+}
+
+// checkGuestMCP refuses a run of agent spec, not session s's own, when
+// one of s's MCP servers has the name of one of spec's: the session's
+// servers join every run's tools, whichever agent's turn it is.
+func checkGuestMCP(s session.Session, spec agents.Spec) error {
+	for _, srv := range s.MCPServers {
+		if _, ok := spec.MCPServerOf(srv.Name + agents.MCPSeparator); ok {
+			return errdefs.New(errdefs.ErrConflict, errdefs.CodeMCPServerNameTaken,
+				"session %s has an MCP server named %q, and so has agent %q, whose turn this run would be; "+
+					"rename the session's server (PATCH /sessions/{id} mcp_servers) for both to run", session.PublicID(s.ID), srv.Name, spec.Name).
+				With("name", srv.Name).With("agent", spec.Name)
+		}
+	}
+	return nil
+}
+
+// checkPeerMCP checks the MCP servers of a session against the MCP
+// servers of the other agents it lists (names), which take turns on it.
+func (k *Kernel) checkPeerMCP(servers []session.MCPServer, names []string) error {
+	for _, name := range names {
+		spec, err := k.agents.Get(name)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			continue // gone from the configs since it was listed: it runs no more
+		} else if err != nil {
+			return err
+		}
+		if err := mcpNameTaken(spec, servers); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -442,6 +483,22 @@ func (k *Kernel) checkSessionMCPUpdate(s session.Session, servers *[]session.MCP
 		return err
 	}
 	return k.checkSessionMCP(s.Tenant, spec, *servers)
+}
+
+// checkSessionPeerMCP checks an update u of session s: its MCP servers,
+// as they will be, against the other agents it will list.
+func (k *Kernel) checkSessionPeerMCP(s session.Session, u SessionUpdate) error {
+	servers, names := s.MCPServers, s.Agents
+	if u.MCPServers != nil {
+		servers = *u.MCPServers
+	}
+	if u.Agents != nil {
+		names = *u.Agents
+	}
+	if u.MCPServers == nil && u.Agents == nil {
+		return nil
+	}
+	return k.checkPeerMCP(servers, names)
 }
 
 // mcpServersBusy refuses to change the MCP servers of a session whose

@@ -50,6 +50,10 @@ type CreateSession struct {
 	IdempotencyKey string
 	key            string // the store key EnsureSession chose
 	spawnKey       string // the spawn_agent call that creates this child (session.SessionExt.SpawnKey)
+	// spawner is the agent whose run creates this child, which is not the
+	// parent session's own when another agent took the turn: its
+	// max_children and max_depth bound the child. "" is the parent's.
+	spawner string
 }
 
 // SessionUpdate changes a session's name and metadata. Nil fields are left
@@ -130,6 +134,9 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	if err := k.checkSessionMCP(TenantFrom(ctx), spec, req.MCPServers); err != nil {
 		return session.Session{}, err
 	}
+	if err := k.checkPeerMCP(req.MCPServers, req.Agents); err != nil {
+		return session.Session{}, err
+	}
 	now := k.now().UTC()
 	s := session.Session{
 		ID: cmp.Or(req.key, session.NewID()), Tenant: TenantFrom(ctx), Agent: req.Agent, Name: req.Name,
@@ -158,7 +165,7 @@ func (k *Kernel) CreateSession(ctx context.Context, req CreateSession) (session.
 	if err != nil {
 		return session.Session{}, err
 	}
-	err = k.insertSession(ctx, &s, req.ParentID)
+	err = k.insertSession(ctx, &s, req.ParentID, req.spawner)
 	admitted()
 	if err != nil {
 		return session.Session{}, err
@@ -202,18 +209,19 @@ func (k *Kernel) runnableAgent(name string) (agents.Spec, error) {
 	return spec, nil
 }
 
-// insertSession stores s, as a child of parentID when that is set. A child
-// is placed and stored under its parent's lock, so concurrent creations
-// cannot exceed the parent's limits and a parent being deleted (closed
-// first, under the same lock) takes no new child.
-func (k *Kernel) insertSession(ctx context.Context, s *session.Session, parentID string) error {
+// insertSession stores s, as a child of parentID, spawned by agent
+// spawner, when parentID is set. A child is placed and stored under its
+// parent's lock, so concurrent creations cannot exceed the parent's
+// limits and a parent being deleted (closed first, under the same lock)
+// takes no new child.
+func (k *Kernel) insertSession(ctx context.Context, s *session.Session, parentID, spawner string) error {
 	if err := k.checkOpen(); err != nil {
 		return err
 	}
 	if parentID != "" {
 		unlock := k.lockSession(parentID)
 		defer unlock()
-		if err := k.placeUnder(ctx, s, parentID); err != nil {
+		if err := k.placeUnder(ctx, s, parentID, spawner); err != nil {
 			return err
 		}
 	}
@@ -225,8 +233,10 @@ func (k *Kernel) insertSession(ctx context.Context, s *session.Session, parentID
 }
 
 // placeUnder makes s a child of parentID, enforcing the max_depth of every
-// ancestor's agent and the parent agent's max_children.
-func (k *Kernel) placeUnder(ctx context.Context, s *session.Session, parentID string) error {
+// ancestor's agent and the max_children of the agent that spawns it: the
+// parent's own, or spawner, the agent whose turn it is on the parent
+// (limits are the agent's that runs, see peers.go).
+func (k *Kernel) placeUnder(ctx context.Context, s *session.Session, parentID, spawner string) error {
 	parent, err := k.GetSession(ctx, parentID)
 	if errdefs.CodeOf(err) == errdefs.CodeSessionNotFound {
 		return errdefs.New(errdefs.ErrNotFound, errdefs.CodeParentNotFound, "parent session %q not found", parentID)
@@ -236,11 +246,11 @@ func (k *Kernel) placeUnder(ctx context.Context, s *session.Session, parentID st
 	if parent.State == session.StateClosed {
 		return errdefs.New(errdefs.ErrConflict, errdefs.CodeSessionClosed, "parent session %s is closed", session.PublicID(parent.ID))
 	}
-	spec, err := k.agents.Get(parent.Agent)
+	spec, err := k.agents.Get(cmp.Or(spawner, parent.Agent))
 	if err != nil {
 		return err
 	}
-	if err := k.checkDepth(ctx, parent); err != nil {
+	if err := k.checkDepth(ctx, parent, spec); err != nil {
 		return err
 	}
 	open, err := k.openChildren(ctx, parent.ID)
@@ -358,6 +368,9 @@ func (k *Kernel) UpdateSession(ctx context.Context, id string, u SessionUpdate) 
 		}
 	}
 	if err := k.checkSessionMCPUpdate(s, u.MCPServers); err != nil {
+		return session.Session{}, err
+	}
+	if err := k.checkSessionPeerMCP(s, u); err != nil {
 		return session.Session{}, err
 	}
 	id = s.ID // the key it is stored under

@@ -193,15 +193,20 @@ func mcpServerWithin(child string, srv agents.MCPServer, parent agents.Spec) err
 	return nil
 }
 
-// checkDepth returns an error unless a new child of parent stays within
-// the max_depth of parent's agent and of every ancestor's up to the root:
-// the smallest of them bounds the whole subtree, so a child agent with a
-// larger limit cannot nest deeper than a session above it allows.
+// checkDepth returns an error unless a new child of parent, spawned by
+// agent spawner, stays within spawner's max_depth and that of every
+// ancestor's agent up to the root: the smallest of them bounds the whole
+// subtree, so a child agent with a larger limit cannot nest deeper than a
+// session above it allows. On parent itself the spawner's limit stands
+// for the session agent's, as every limit of a run is its agent's.
 // Depths count from the root, as max_depth does.
-func (k *Kernel) checkDepth(ctx context.Context, parent session.Session) error {
+func (k *Kernel) checkDepth(ctx context.Context, parent session.Session, spawner agents.Spec) error {
 	limit, agent := -1, ""
 	for s := parent; ; {
-		spec, err := k.agents.Get(s.Agent)
+		spec, err := spawner, error(nil)
+		if s.ID != parent.ID {
+			spec, err = k.agents.Get(s.Agent)
+		}
 		if err != nil {
 			return fmt.Errorf("agent of session %s: %w", s.ID, err)
 		}
@@ -228,8 +233,8 @@ func (k *Kernel) checkDepth(ctx context.Context, parent session.Session) error {
 }
 
 // startChild creates the child session under the run's session, within
-// the limits CreateSession checks (every ancestor's max_depth, the parent
-// agent's max_children), and starts its run. The call callID keys both:
+// the limits CreateSession checks (the run's agent's max_children and
+// max_depth, and every ancestor's max_depth), and starts its run. The call callID keys both:
 // made again (by a continued run), it finds the child and the run it
 // started rather than start others.
 func (r *runner) startChild(args spawnArgs, child agents.Spec, callID string) (session.Session, session.Run, error) {
@@ -241,7 +246,8 @@ func (r *runner) startChild(args spawnArgs, child agents.Spec, callID string) (s
 	key := spawnKey(r.run.ID, callID)
 	s, found, err := r.k.spawnedChild(ctx, parent.ID, key)
 	if err == nil && !found {
-		req := CreateSession{Agent: child.Name, Name: args.Name, ParentID: parent.ID, InheritMemory: args.Inherit.Memory, spawnKey: key}
+		req := CreateSession{Agent: child.Name, Name: args.Name, ParentID: parent.ID, InheritMemory: args.Inherit.Memory,
+			spawnKey: key, spawner: r.spec.Name}
 		s, err = r.k.CreateSession(ctx, req)
 	}
 	if err != nil {

@@ -139,6 +139,13 @@ function measure(page) {
   });
 }
 
+// messagesOf keeps a transcript's messages as "role: text".
+const messagesOf = (items) => items.filter((it) => it.kind === "message").map((it) => `${it.role}: ${it.text}`);
+
+// feedRequests are where each request for the session feed resumed (its
+// Last-Event-ID), or "snapshot", in every tab.
+const feedRequests = [];
+
 // transcript is what the conversation shows, item by item.
 function transcript(page) {
   return page.$$eval("#conversation > *", (els) => els.map((el) => {
@@ -484,6 +491,66 @@ const scenarios = {
     return { waiting, otherWaiting, inboxCount, inbox, idle, otherIdle, read: await sidebar(page), otherRead: await sidebar(other) };
   },
 
+  // tabs: five tabs at the console, each with a session of its own open,
+  // which over HTTP/1.1 (six connections to an origin) starves a console
+  // that holds a feed and a stream per tab. Runs started through the API
+  // show in every sidebar and inbox count; a run started through the API
+  // in a session a tab shows streams into it; Send works in every tab at
+  // once; the tab reading the feed for the others closes, another takes
+  // over, and a run started after that still reaches every tab.
+  async tabs(page) {
+    const tabs = [page];
+    const errors = [];
+    for (let i = 1; i < 5; i++) {
+      const tab = await page.context().newPage();
+      tab.on("pageerror", (err) => errors.push(`tab ${i}: ${err}`));
+      await tab.goto(`${base}/`);
+      tabs.push(tab);
+    }
+    for (const tab of tabs) await tab.waitForSelector("#feed-status.status-live");
+    const ids = [];
+    for (const tab of tabs) ids.push(await newSession(tab, "echo"));
+    console.log(`step runs ${ids[2]}`);
+    const everyTab = (fn, arg) => Promise.all(tabs.map((tab) => tab.waitForFunction(fn, arg)));
+    const waitingRows = (n) => {
+      const rows = [...document.querySelectorAll("#sessions a")];
+      const gated = rows.filter((a) => a.querySelector(".pending-badge"));
+      return rows.length === n && gated.length === 2 && gated.every((a) =>
+        a.querySelector(".badge[class*='state-']").textContent === "waiting_input" &&
+        a.querySelector(".pending-badge").textContent === "2 to approve" &&
+        a.querySelector(".unread-badge") && a.querySelector(".title").textContent !== "gated") &&
+        document.getElementById("inbox-count").textContent === "4";
+    };
+    await everyTab(waitingRows, 7);
+    // The run started through the API in the session tab 2 shows.
+    await tabs[2].waitForFunction(() => [...document.querySelectorAll("#conversation .msg-assistant .text")]
+      .some((el) => el.textContent === "from curl"));
+    await waitIdle(tabs[2], "completed");
+    const sidebars = await Promise.all(tabs.map(sidebar));
+    if (process.env.SHOTS) {
+      for (const i of [0, 3]) await tabs[i].screenshot({ path: `${process.env.SHOTS}/tab${i}.png` });
+    }
+    // Send in every tab at once.
+    await Promise.all(tabs.map(async (tab, i) => {
+      await tab.focus("#input");
+      await send(tab, `hello from tab ${i}`);
+      await tab.waitForFunction((want) => [...document.querySelectorAll("#conversation .msg-assistant .text")]
+        .some((el) => el.textContent === want), `hello from tab ${i}`);
+      await waitIdle(tab, "completed");
+    }));
+    const answers = await Promise.all(tabs.map(async (tab) => messagesOf(await transcript(tab))));
+    // The tab that reads the feed for the others goes; another takes over.
+    const feedsBefore = feedRequests.length;
+    await page.goto("about:blank");
+    const rest = tabs.slice(1);
+    console.log("step more");
+    await Promise.all(rest.map((tab) => tab.waitForFunction(() => document.querySelectorAll("#sessions a").length === 8 &&
+      document.getElementById("inbox-count").textContent === "6")));
+    const after = await Promise.all(rest.map(sidebar));
+    if (process.env.SHOTS) await rest[0].screenshot({ path: `${process.env.SHOTS}/takeover.png` });
+    return { ids, sidebars, answers, after, errors, takeover: feedRequests.slice(feedsBefore) };
+  },
+
   // settings: a session retitled and set to run read-only tools without
   // asking from its settings; then Always on one call approves its
   // sibling and the next run's calls, which say why they ran unasked.
@@ -559,9 +626,7 @@ async function main() {
   const pageErrors = [];
   // Where each request for the event stream started reading.
   const streams = [];
-  // Where each request for the session feed resumed (its Last-Event-ID),
-  // or "snapshot".
-  const feeds = [];
+  const feeds = feedRequests;
   context.on("request", (req) => {
     const url = new URL(req.url());
     if (url.pathname === "/sessions/events") feeds.push(req.headers()["last-event-id"] || (url.searchParams.get("snapshot") ? "snapshot" : ""));

@@ -7,7 +7,7 @@ import * as api from "./api.js";
 import { apply, forget, freshStart, resumePoint, save, snapshotRun } from "./conversation.js";
 import { h, shortID } from "./dom.js";
 import { changesInbox, initInbox, refreshInbox, renderInbox } from "./inbox.js";
-import { agentNamed, displayTitle, initSidebar, loadAgents, loadSessions, rerender, sessionSummary } from "./sidebar.js";
+import { agentNamed, displayTitle, feedLive, initSidebar, loadAgents, loadSessions, rerender, sessionSummary } from "./sidebar.js";
 import { follow } from "./stream.js";
 import { ConversationView, showProblem } from "./view.js";
 
@@ -67,7 +67,7 @@ function openSession(id) {
   // afterwards that still names one as active was read before its end was
   // recorded (see refreshSession).
   current = { id, session: null, gone: false, endedRuns: new Set(), changed: new Set(), frame: 0, saveTimer: 0, refreshes: 0,
-    readSeq: 0, readTimer: 0 };
+    readSeq: 0, readTimer: 0, parkTimer: 0 };
   current.view = new ConversationView($("conversation"), { onDecide: decide });
   showSettings(false);
   startReading(resumePoint(id));
@@ -94,6 +94,7 @@ function closeSession() {
   current.stream.close();
   cancelAnimationFrame(current.frame);
   clearTimeout(current.saveTimer);
+  clearTimeout(current.parkTimer);
   clearTimeout(current.readTimer);
   save(current.id, current.state);
   current = null;
@@ -119,11 +120,48 @@ function onEvent(s, ev, seq) {
     s.saveTimer = setTimeout(() => { s.saveTimer = 0; save(s.id, s.state); }, 250);
   }
   if (seq > 0) markReadSoon(s, seq);
+  parkSoon(s);
   if (changesSessionState(ev)) {
     if (ev.type === "RUN_FINISHED" || ev.type === "RUN_ERROR") s.endedRuns.add(kerneldRun(ev));
     updateBusy();
     refreshSession();
   }
+}
+
+// ---- parking an idle stream ---------------------------------------------------
+
+// A browser opens at most six connections to kerneld over HTTP/1.1, shared
+// by all its tabs: a view that held its session's stream open while the
+// session is idle would leave a few tabs with none for their requests.
+// So once the session is idle and the view has every event of it, the
+// stream is parked (its connection closed) while the session feed is
+// live; the feed's next word that the session moved on wakes it, and it
+// resumes after its last event. parkAfterMs without events comes first,
+// so that a run that is about to start does not cost a reconnect.
+const parkAfterMs = 1000;
+
+// busy are the feed's statuses of a session whose events are still coming.
+const busy = new Set(["running", "waiting_input", "queued", "stalled"]);
+
+function parkSoon(s) {
+  clearTimeout(s.parkTimer);
+  s.parkTimer = setTimeout(() => {
+    s.parkTimer = 0;
+    if (s === current && !s.stream.parked() && mayPark(s)) s.stream.park();
+  }, parkAfterMs);
+}
+
+// mayPark reports whether the feed will tell view s when its session moves
+// on: the feed is live, lists the session, and has nothing newer of it.
+function mayPark(s) {
+  const sum = sessionSummary(s.id);
+  return feedLive() && sum !== null && !busy.has(sum.status) && sum.last_seq <= s.stream.lastSeq() && activeRun() === null;
+}
+
+// wakeIfBehind resumes view s's parked stream when the feed says the
+// session moved on, or can no longer say so.
+function wakeIfBehind(s) {
+  if (s && s.stream.parked() && !mayPark(s)) s.stream.wake();
 }
 
 // ---- read cursor ------------------------------------------------------------
@@ -175,6 +213,12 @@ function onStreamProblem(s, p) {
 const statusText = { connecting: "connecting…", live: "live", reconnecting: "reconnecting…", ended: "ended" };
 
 function setStreamStatus(status, p) {
+  if (status === "parked" || status === "live") {
+    // A parked stream is as live as the feed that wakes it.
+    if (current) parkSoon(current);
+    p = status === "parked" ? { title: "live", detail: "followed through the session feed until it changes" } : p;
+    status = "live";
+  }
   const el = $("stream-status");
   el.textContent = statusText[status] || status;
   el.className = `stream-status status-${status}`;
@@ -308,9 +352,11 @@ async function send(e) {
   const text = input.value.trim();
   if (!current || !text) return;
   const ifBusy = activeRun() ? $("if-busy").value : null;
+  const s = current;
   $("send").disabled = true;
   try {
-    await api.sendInput(current.id, await withImages(text, $("attach").files), ifBusy, idempotencyKey(), $("run-agent").value || null);
+    await api.sendInput(s.id, await withImages(text, $("attach").files), ifBusy, idempotencyKey(), $("run-agent").value || null);
+    s.stream.wake(); // the run's events follow at once, not when the feed tells
     input.value = "";
     $("attach").value = "";
     $("session-problem").hidden = true;
@@ -459,12 +505,16 @@ function openInbox() {
 
 // onFeedChange hears the session feed (after the sidebar drew it): the
 // inbox follows approvals, and the open session's header its title.
+// A change of the session's status refreshes the header too: kerneld
+// records a run's end after its stream says so, and the feed says when
+// it has (a read in between would leave the header "running").
 function onFeedChange(ev) {
   if (changesInbox(ev)) refreshInbox();
   if (ev && current && ev.session.id === current.id &&
-      ["session.titled", "session.updated", "session.closed", "session.deleted"].includes(ev.type)) {
+      ["session.titled", "session.updated", "session.closed", "session.deleted", "session.status", "run.ended"].includes(ev.type)) {
     refreshSession();
   }
+  if (current) wakeIfBehind(current);
 }
 
 function wire() {
@@ -515,5 +565,6 @@ initInbox((id, agent) => {
 initSidebar({
   onProblem: showGlobalProblem, onStarted: openStarted, currentID: () => current && current.id,
   onChange: onFeedChange, onAgents: () => current && current.session && fillSettings(current.session),
+  onFeedStatus: () => current && (feedLive() ? parkSoon(current) : wakeIfBehind(current)),
 });
 route();

@@ -21,8 +21,10 @@ let olderAsked = 0;
 
 // hooks are the page's: onProblem(p) shows a refusal, onStarted(session)
 // opens a session New created, currentID() is the open session's id,
-// onChange(ev) hears each change the feed reports, after the sidebar.
+// onChange(ev) hears each change the feed reports, after the sidebar;
+// onFeedStatus(status) hears whether the feed is live.
 let hooks = null;
+let feedStatus = "connecting";
 
 // initSidebar wires the sidebar's controls and loads it.
 export function initSidebar(pageHooks) {
@@ -249,7 +251,13 @@ export const rerender = renderSessions;
 
 const feedStatusText = { connecting: "connecting…", live: "live", reconnecting: "reconnecting…", ended: "not live" };
 
+// feedLive reports whether the feed is live: every change to a listed
+// session reaches the page as it happens.
+export const feedLive = () => feedWorks && feedStatus === "live";
+
 function setFeedStatus(status, p) {
+  feedStatus = status;
+  if (hooks.onFeedStatus) hooks.onFeedStatus(status);
   const el = $("feed-status");
   el.textContent = feedStatusText[status] || status;
   el.className = `feed-status status-${status}`;

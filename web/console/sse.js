@@ -69,9 +69,14 @@ export function backoff(failures, retryMs, maxMs = 15_000) {
 // readOnce takes its AbortController from r.abortable(), sets r.retryMs
 // from a retry: hint, and calls r.ok() once the connection works.
 // onStatus hears "connecting" first and "ended" last.
+//
+// r.park() ends the connection without counting it a failure, and no
+// other is made until r.unpark(): a reader that has nothing to wait for
+// gives its connection back (see stream.js). readOnce sees r.parked.
 export function keepReading(readOnce, onStatus) {
+  let unparked = null;
   const r = {
-    closed: false, failures: 0, retryMs: 2000, controller: null, wake: null,
+    closed: false, parked: false, failures: 0, retryMs: 2000, controller: null, wake: null,
     abortable() { r.controller = new AbortController(); return r.controller; },
     ok() { r.failures = 0; },
     close() {
@@ -79,6 +84,18 @@ export function keepReading(readOnce, onStatus) {
       window.removeEventListener("online", onOnline);
       if (r.controller) r.controller.abort();
       if (r.wake) r.wake();
+      if (unparked) unparked();
+    },
+    park() {
+      if (r.parked || r.closed) return;
+      r.parked = true;
+      if (r.controller) r.controller.abort();
+      if (r.wake) r.wake(); // a pause before reconnecting ends: there is no reconnecting
+    },
+    unpark() {
+      if (!r.parked) return;
+      r.parked = false;
+      if (unparked) unparked();
     },
   };
   const onOnline = () => r.wake && r.wake();
@@ -87,9 +104,17 @@ export function keepReading(readOnce, onStatus) {
     const timer = setTimeout(resolve, ms);
     r.wake = () => { clearTimeout(timer); resolve(); };
   });
+  const untilUnparked = () => new Promise((resolve) => { unparked = resolve; });
   (async () => {
     onStatus("connecting");
-    while (!r.closed && await readOnce(r)) {
+    for (;;) {
+      if (r.parked) {
+        onStatus("parked");
+        await untilUnparked();
+        unparked = null;
+      }
+      if (r.closed || !(await readOnce(r)) || r.closed) break;
+      if (r.parked) continue; // parked on purpose: no failure, no pause
       r.failures++;
       await pause(backoff(r.failures, r.retryMs));
     }

@@ -5,6 +5,11 @@
 // any drop (network, server restart, a proxy's idle timeout, the server
 // dropping a slow reader) it reconnects with ?after=<last seq it handed
 // on>, so the caller sees every event once, in order.
+//
+// A view can park its reader when it has nothing to wait for (the session
+// is idle, and the session feed will say when that changes): the
+// connection goes back to the browser, which allows only six per origin
+// over HTTP/1.1, and wake() resumes after the last event handed on.
 
 import { authHeaders, networkProblem, problemFrom } from "./api.js";
 import { keepReading, readFrames } from "./sse.js";
@@ -13,7 +18,7 @@ import { keepReading, readFrames } from "./sse.js";
 // ("after=SEQ", or a snapshot request), until close() is called or the
 // server says there is nothing more to read. Callbacks:
 //   onEvent(ev, seq)  each event, in seq order, each once;
-//   onStatus(status)  "connecting", "live", "reconnecting" or "ended";
+//   onStatus(status)  "connecting", "live", "reconnecting", "parked" or "ended";
 //   onProblem(p)      a refusal (a Problem): 401, 404, cursor_ahead, ...
 export function follow(id, query, { onEvent, onStatus, onProblem }) {
   let lastSeq = -1; // nothing handed on yet: the first request uses query
@@ -31,7 +36,7 @@ export function follow(id, query, { onEvent, onStatus, onProblem }) {
     try {
       res = await fetch(url(), { headers: { Accept: "text/event-stream", ...authHeaders() }, signal: controller.signal, cache: "no-store" });
     } catch (err) {
-      if (!r.closed) onStatus("reconnecting", networkProblem(err));
+      if (!r.closed && !r.parked) onStatus("reconnecting", networkProblem(err));
       return !r.closed;
     }
     if (res.status === 204) return false; // a closed session with nothing more to send
@@ -47,7 +52,7 @@ export function follow(id, query, { onEvent, onStatus, onProblem }) {
     }
     onStatus("live");
     await readFrames(res.body, controller, { onFrame: (f) => dispatch(r, f), onRetry: (ms) => { r.retryMs = ms; } });
-    if (!r.closed) onStatus("reconnecting");
+    if (!r.closed && !r.parked) onStatus("reconnecting");
     return !r.closed;
   }
 
@@ -71,5 +76,11 @@ export function follow(id, query, { onEvent, onStatus, onProblem }) {
   }
 
   const r = keepReading(readOnce, onStatus);
-  return { close: () => r.close() };
+  return {
+    close: () => r.close(),
+    park: () => r.park(),
+    wake: () => r.unpark(),
+    parked: () => r.parked,
+    lastSeq: () => lastSeq,
+  };
 }

@@ -59,22 +59,41 @@ func childResultEvent(runID string, c session.ChildResult) session.Event {
 }
 
 // childEnded is called by a session's driver once run, of that session,
-// has ended: a background child's answer is posted to its parent, and the
-// child closed, on a goroutine of the kernel's, since the closing waits
-// for the driver to settle the session.
-func (k *Kernel) childEnded(h *held, run session.Run) {
+// has ended: a background child's answer is posted to its parent, and
+// then the child is closed, on a goroutine of the kernel's, since the
+// closing waits for the driver to settle the session. The post comes
+// first, before the driver settles the child, so that a process dying
+// between the run's end and the post leaves the child's record busy,
+// naming the ended run: whoever frees it next (freeSession, at startup or
+// on a take-over) finds the answer undelivered and posts it, once, the
+// post's idempotency key making a second post the first.
+func (k *Kernel) childEnded(ctx context.Context, run session.Run) {
 	if !run.Background || !run.State.Terminal() {
 		return
 	}
+	if err := k.postChildResult(ctx, run); err != nil {
+		k.log.Warn("post a background child's answer to its parent", "session", run.SessionID, "run", run.ID, "err", err)
+	}
 	k.wg.Go(func() {
-		ctx := context.WithoutCancel(h.ctx)
-		if err := k.postChildResult(ctx, run); err != nil {
-			k.log.Warn("post a background child's answer to its parent", "session", run.SessionID, "run", run.ID, "err", err)
-		}
 		if _, err := k.closeSession(ctx, run.SessionID, "its answer was posted to its parent"); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			k.log.Error("close child session", "session", run.SessionID, "err", err)
 		}
 	})
+}
+
+// deliverLeft posts the answer of background child s, whose record a
+// process that died left busy with its ended run (see childEnded), and
+// closes s. Any other session it leaves alone.
+func (k *Kernel) deliverLeft(ctx context.Context, s session.Session) {
+	if s.ParentID == "" || s.ActiveRunID == "" || s.State == session.StateClosed {
+		return
+	}
+	run, err := k.store.GetRun(ctx, s.ID, s.ActiveRunID)
+	if err != nil || !run.Background || !run.State.Terminal() {
+		return
+	}
+	k.log.Info("posting the answer of a background child its process left undelivered", "session", s.ID, "run", run.ID)
+	k.childEnded(ctx, run)
 }
 
 // postChildResult posts the answer of run, a background child's, ended,

@@ -1,6 +1,7 @@
 package kernel_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/store/memory"
+	"github.com/kerneld/kerneld/internal/store/sqlite"
 )
 
 // Agents for the background child tests: bgchild blocks in the test tool
@@ -78,6 +80,10 @@ func TestKernel_BackgroundChild(t *testing.T) {
 		marks := customEvents(runEvents(evs, second.ID), "kerneld.child.result")
 		require.Len(t, marks, 1)
 		assert.Equal(t, "succeeded", customValue(t, marks[0])["state"])
+		started = runEvents(evs, second.ID)[:1]
+		require.Equal(t, session.EventRunStarted, started[0].Type)
+		assert.Equal(t, "child_result", kerneldMeta(t, started[0])["source"], "RUN_STARTED says kerneld posted the input")
+		assert.Nil(t, kerneldMeta(t, runEvents(evs, first.ID)[0])["source"], "a client's run says nothing")
 		waitClosed(t, k.Kernel, childID)
 	})
 
@@ -187,3 +193,44 @@ model:
 tools: [spawn_agent, wait]
 child_agents: [bgchild]
 `
+
+// TestContinue_ChildResultLeftUndelivered: the process dies after a
+// background child's run has ended and before its answer reached the
+// parent. The next process, on the same SQLite file, posts the answer
+// once, and closes the child.
+func TestContinue_ChildResultLeftUndelivered(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kerneld.db")
+	db, err := sqlite.Open(t.Context(), sqlite.Options{Path: path})
+	require.NoError(t, err)
+	opts := kerneltest.Options{Agents: []string{bgChild, bgIdle}}
+	var p1 process
+	childEnded := make(chan struct{})
+	kernel.OnRunEnded(t, func(ended session.Run) {
+		if ended.Background && p1.store != nil && !p1.store.dead.Swap(true) { // the process dies here
+			close(childEnded)
+		}
+	})
+	p1 = startProcess(t, db, opts)
+	s := mustSession(t, p1.Kernel.Kernel, "bgidle")
+	first := runToEnd(t, p1.Kernel.Kernel, p1.rec, s.ID, "go")
+	require.Equal(t, session.RunSucceeded, first.State)
+	p1.Wait.Release()
+	<-childEnded
+	p1.kill(t)
+	require.Len(t, allRuns(t, p1.Kernel.Kernel, s.ID), 1, "the dead process posted nothing")
+	require.NoError(t, db.Close())
+
+	db, err = sqlite.Open(t.Context(), sqlite.Options{Path: path})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	p2 := startProcess(t, db, opts)
+	result := waitChildResult(t, p2.Kernel.Kernel, p2.rec, s.ID)
+	assert.Equal(t, session.RunSucceeded, result.State)
+	assert.Contains(t, result.Input, "Child done.")
+	require.NotNil(t, result.ChildResult)
+	waitClosed(t, p2.Kernel.Kernel, result.ChildResult.SessionID)
+	_, err = p2.Recover(t.Context())
+	require.NoError(t, err)
+	assert.Len(t, allRuns(t, p2.Kernel.Kernel, s.ID), 2, "the answer is posted once")
+	verifiedLog(t, p2.Kernel.Kernel, s.ID)
+}

@@ -78,8 +78,10 @@ const takeOverEvery = 500 * time.Millisecond
 // every takeOverEvery (or half a lease TTL, if shorter), and those a
 // replica released at shutdown, at once, until the kernel closes.
 func (o *owner) takeOverLoop() {
-	t := time.NewTicker(min(takeOverEvery, o.k.repl.LeaseTTL/2))
+	every := min(takeOverEvery, o.k.repl.LeaseTTL/2)
+	t := time.NewTicker(every)
 	defer t.Stop()
+	lastStuck := time.Now()
 	for {
 		var err error
 		select {
@@ -87,6 +89,10 @@ func (o *owner) takeOverLoop() {
 			return
 		case <-t.C:
 			err = o.k.takeOverAll(o.k.ctx)
+			if err == nil && time.Since(lastStuck) >= stuckChildrenEvery {
+				lastStuck = time.Now()
+				err = o.k.takeOverStuckChildren(o.k.ctx)
+			}
 		case id := <-o.released:
 			_, err = o.k.takeOver(o.k.ctx, id, session.ResumeShutdown)
 		}
@@ -118,6 +124,38 @@ func (k *Kernel) takeOverAll(ctx context.Context) error {
 		}
 		if _, err := k.takeOver(ctx, id, session.ResumeTakeover); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			return err
+		}
+	}
+	return nil
+}
+
+// stuckChildrenEvery is how often a replica looks for child sessions a
+// dead replica left busy with nothing unfinished (takeOverStuckChildren):
+// less often than for unfinished runs, since it lists busy sessions and
+// what it finds is an answer late, not a run stopped.
+const stuckChildrenEvery = 10 * time.Second
+
+// takeOverStuckChildren takes the lease of every child session whose
+// record says it is busy though no run of it is unfinished, and that no
+// live replica holds: its replica died between its run's end and its
+// settling, maybe before a background child's answer reached its parent.
+// The driver frees it (freeSession), posting that answer.
+func (k *Kernel) takeOverStuckChildren(ctx context.Context) error {
+	for _, state := range []session.State{session.StateRunning, session.StateWaitingInput} {
+		busy, err := k.store.ListSessions(ctx, SessionQuery{State: state})
+		if err != nil {
+			return fmt.Errorf("list %s sessions: %w", state, err)
+		}
+		for _, s := range busy {
+			if s.ParentID == "" || k.owner.get(s.ID) != nil {
+				continue
+			}
+			if work, err := k.hasWork(ctx, s.ID); err != nil || work {
+				continue // unfinished runs are takeOverAll's
+			}
+			if _, err := k.takeOver(ctx, s.ID, session.ResumeTakeover); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+				return err
+			}
 		}
 	}
 	return nil
@@ -172,6 +210,9 @@ func (k *Kernel) freeSession(ctx context.Context, id string) error {
 	work, err := k.hasWork(ctx, id)
 	if err != nil || work {
 		return err
+	}
+	if s, err := k.store.GetSession(ctx, id); err == nil {
+		k.deliverLeft(ctx, s)
 	}
 	return k.updateSession(ctx, id, func(s *session.Session) error {
 		busy := s.State == session.StateRunning || s.State == session.StateWaitingInput

@@ -191,7 +191,7 @@ func (k *Kernel) endLeftChild(ctx context.Context, h *held, run session.Run, cod
 		return err
 	}
 	if ended, err := k.store.GetRun(ctx, run.SessionID, run.ID); err == nil {
-		k.childEnded(h, ended)
+		k.childEnded(context.WithoutCancel(h.ctx), ended)
 	}
 	return nil
 }

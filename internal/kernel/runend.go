@@ -306,7 +306,7 @@ func (k *Kernel) runStopped(h *held, ar *activeRun) {
 	if ar.stop == runLeft {
 		return
 	}
-	k.childEnded(h, run)
+	k.childEnded(context.WithoutCancel(h.ctx), run) // before the session settles: see childEnded
 	if h.ctx.Err() == nil && k.startNext(h) {
 		return // the session stays running, under its next run
 	}

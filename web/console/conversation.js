@@ -258,7 +258,12 @@ function snapshotItems(state, m, changed) {
     });
     return;
   }
-  if (m.content) add(state, { kind: "message", key: `m:${m.id}`, role: m.role, text: m.content, open: false }, changed);
+  if (Array.isArray(m.content)) { // a user message with images: its text, then each image by URL
+    const text = m.content.filter((p) => p.type === "text").map((p) => p.text).join("");
+    const images = m.content.filter((p) => p.type === "image" && p.source)
+      .map((p) => ({ src: p.source.value, kept: p.source.value.startsWith("/sessions/") }));
+    add(state, { kind: "message", key: `m:${m.id}`, role: m.role, text, images, open: false }, changed);
+  } else if (m.content) add(state, { kind: "message", key: `m:${m.id}`, role: m.role, text: m.content, open: false }, changed);
   for (const c of m.toolCalls || []) {
     add(state, { kind: "tool", key: `t:${c.id}`, id: c.id, name: c.function.name, args: c.function.arguments, result: null, isError: false }, changed);
   }

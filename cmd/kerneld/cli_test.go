@@ -20,16 +20,29 @@ import (
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 )
 
-// cliServer starts a kerneld API with the repository's echo agent and
-// the test kernel's failing, slow and gated agents.
+// cliServer starts a kerneld API with the repository's echo agent, the
+// test kernel's failing, slow and gated agents, and patientAgent.
 func cliServer(t *testing.T) *httpapitest.Server {
 	t.Helper()
 	echo, err := os.ReadFile("../../configs/agents/echo.yaml")
 	require.NoError(t, err)
 	return httpapitest.New(t, httpapitest.Options{Kernel: kerneltest.Options{
-		Agents: []string{string(echo), kerneltest.Failing, kerneltest.Slow, kerneltest.Gated},
+		Agents: []string{string(echo), kerneltest.Failing, kerneltest.Slow, kerneltest.Gated, patientAgent},
 	}})
 }
+
+// patientAgent's first answer waits, in the tool "wait", until its run is
+// cancelled: however slow the machine, a Ctrl-C finds it answering. Input
+// starting "again" gets the alphabet at once.
+const patientAgent = `
+name: patient
+description: waits until cancelled, then answers
+model:
+  provider: scripted
+  script: [{text: "a b c", tool_calls: [{name: wait}]}]
+  replies: [{starts_with: "again", text: "a b c d e f g h i j k l m n o p q r s t u v w x y z"}]
+tools: [wait]
+`
 
 // cliRun is one CLI command run in-process.
 type cliRun struct {
@@ -171,11 +184,14 @@ func TestCLI_RunJSON(t *testing.T) {
 // chat goes on; Ctrl-C at the prompt exits. The chat runs as on a
 // terminal, so that the test knows when it is at the prompt: a Ctrl-C
 // sent as soon as the answer's last word is out may still find the run
-// going, and cancel it instead of exiting.
+// going, and cancel it instead of exiting. The first answer waits until
+// cancelled (patientAgent): one that streams on its own could end before
+// a Ctrl-C sent mid-answer arrives on a busy machine, and then the
+// Ctrl-C, at the prompt, would end the chat.
 func TestCLI_ChatCtrlC(t *testing.T) {
 	srv := cliServer(t)
-	r, input := startChat(t, srv.URL, true)
-	r.waitOutput(t, regexp.MustCompile(`a b c`))
+	r, input := startChat(t, srv.URL, "patient", true)
+	r.waitOutput(t, regexp.MustCompile(`→ wait\(`))
 	r.interrupts <- os.Interrupt
 	r.waitOutput(t, regexp.MustCompile(`\(cancelled\)\n$`))
 
@@ -197,11 +213,11 @@ func TestCLI_ChatCtrlC(t *testing.T) {
 	assert.Equal(t, client.RunCancelled, runs.Data[1].State)
 }
 
-// startChat starts `kerneld chat slow` on a pipe and sends it "go".
-func startChat(t *testing.T, url string, terminal bool) (*cliRun, *os.File) {
+// startChat starts `kerneld chat AGENT` on a pipe and sends it "go".
+func startChat(t *testing.T, url, agent string, terminal bool) (*cliRun, *os.File) {
 	t.Helper()
 	stdin, input := pipe(t)
-	r := startCLIIO(t, url, stdin, terminal, "chat", "slow")
+	r := startCLIIO(t, url, stdin, terminal, "chat", agent)
 	_, err := input.WriteString("go\n")
 	require.NoError(t, err)
 	return r, input
@@ -219,7 +235,7 @@ func pipe(t *testing.T) (stdin, input *os.File) {
 // TestCLI_ChatQuitWhileCancelling: two Ctrl-C during an answer end the chat.
 func TestCLI_ChatQuitWhileCancelling(t *testing.T) {
 	srv := cliServer(t)
-	r, _ := startChat(t, srv.URL, false)
+	r, _ := startChat(t, srv.URL, "slow", false)
 	r.waitOutput(t, regexp.MustCompile(`a b`))
 	r.interrupts <- os.Interrupt
 	r.interrupts <- os.Interrupt

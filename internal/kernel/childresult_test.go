@@ -80,6 +80,10 @@ func TestKernel_BackgroundChild(t *testing.T) {
 		marks := customEvents(runEvents(evs, second.ID), "kerneld.child.result")
 		require.Len(t, marks, 1)
 		assert.Equal(t, "succeeded", customValue(t, marks[0])["state"])
+		started = runEvents(evs, second.ID)[:1]
+		require.Equal(t, session.EventRunStarted, started[0].Type)
+		assert.Equal(t, "child_result", kerneldMeta(t, started[0])["source"], "RUN_STARTED says kerneld posted the input")
+		assert.Nil(t, kerneldMeta(t, runEvents(evs, first.ID)[0])["source"], "a client's run says nothing")
 		waitClosed(t, k.Kernel, childID)
 	})
 

@@ -278,6 +278,11 @@ func startEvents(r session.Run, inputID string) []session.Event {
 	if r.Agent != "" {
 		evs[0] = evs[0].WithMeta("agent", r.Agent)
 	}
+	if postedByKerneld(r.Source) {
+		// A client sees who posted the input it is about to show: kerneld
+		// itself, not the person reading.
+		evs[0] = evs[0].WithMeta("source", r.Source)
+	}
 	if r.AgentState != nil {
 		evs = append(evs, session.StateSnapshot(r.AgentState))
 	}
@@ -289,6 +294,13 @@ func startEvents(r session.Run, inputID string) []session.Event {
 		evs = append(evs, userInputEvents(inputID, r.Input, r.Images)...)
 	}
 	return evs
+}
+
+// postedByKerneld reports whether a run of source was posted by kerneld
+// itself (a schedule's firing, a background child's answer) rather than by
+// a client.
+func postedByKerneld(source string) bool {
+	return source == session.RunSourceSchedule || source == session.RunSourceChildResult
 }
 
 // launch makes ar, whose start (or continuation) is in the log up to

@@ -149,7 +149,7 @@ const feedRequests = [];
 // transcript is what the conversation shows, item by item.
 function transcript(page) {
   return page.$$eval("#conversation > *", (els) => els.map((el) => {
-    if (el.classList.contains("msg")) return { kind: "message", role: el.classList.contains("msg-user") ? "user" : "assistant", text: el.querySelector(".text").textContent };
+    if (el.classList.contains("msg")) return { kind: "message", role: el.classList.contains("msg-user") ? "user" : "assistant", who: el.querySelector(".who").textContent, text: el.querySelector(".text").textContent };
     if (el.classList.contains("tool")) return { kind: "tool", name: el.querySelector(".tool-name").textContent, state: el.querySelector(".badge").textContent };
     if (el.classList.contains("approval")) return { kind: "approval", state: el.querySelector(".approval-state").textContent };
     if (el.classList.contains("reasoning")) return { kind: "reasoning", text: el.querySelector(".text").textContent, open: el.open };
@@ -188,7 +188,125 @@ function waitSidebar(page, n, want) {
 
 // ---- scenarios ----------------------------------------------------------------
 
+// shot keeps a picture of the page as SHOTS/name.png, when SHOTS is set.
+async function shot(page, name) {
+  if (process.env.SHOTS) await page.screenshot({ path: `${process.env.SHOTS}/${name}.png` });
+}
+
+// atWidths measures the page, and keeps its picture, at 1280 and at 390 px.
+async function atWidths(page, name) {
+  await shot(page, `${name}-1280`);
+  const wide = await measure(page);
+  await page.setViewportSize({ width: 390, height: 844 });
+  const narrow = await measure(page);
+  await shot(page, `${name}-390`);
+  await page.setViewportSize({ width: 1280, height: 1000 });
+  return { wide, narrow };
+}
+
+// problemShown waits for the problem in the element id and returns its text.
+async function problemShown(page, id) {
+  await page.waitForSelector(`#${id}:not([hidden])`);
+  return page.textContent(`#${id}`);
+}
+
+// mcpServers lists the MCP panel's servers as "name|state".
+const mcpServers = (page) => page.$$eval("#mcp-list .mcp-server", (els) => els.map((el) =>
+  `${el.dataset.name}|${el.querySelector(".mcp-state").textContent}`));
+
+// schedules lists the Schedules panel's schedules, as their text.
+const schedules = (page) => page.$$eval("#schedule-list .schedule", (els) => els.map((el) => el.textContent));
+
 const scenarios = {
+  // mcp: the reference server at MCP_URL attached from the session's MCP
+  // panel, used by the agent's run, refused under a bad name, detached.
+  async mcp(page) {
+    const id = await newSession(page, "mcp-session");
+    await page.click("#mcp-toggle");
+    await page.waitForSelector("#mcp-list .empty");
+    await page.fill("#mcp-name", "everything");
+    await page.fill("#mcp-url", process.env.MCP_URL);
+    await page.fill("#mcp-headers", "X-Docs-Token: Bearer ${DOCS_TOKEN}");
+    await page.click("#mcp-attach");
+    await page.waitForSelector('#mcp-list .mcp-server[data-name="everything"]');
+    const servers = await mcpServers(page);
+    await page.fill("#mcp-name", "not a name!");
+    await page.fill("#mcp-url", process.env.MCP_URL);
+    await page.click("#mcp-attach");
+    const refused = await problemShown(page, "mcp-problem");
+    await page.fill("#mcp-name", "");
+    await page.fill("#input", "Hello, MCP");
+    await page.click("#send");
+    await page.waitForFunction(() => [...document.querySelectorAll("#conversation .tool .result")]
+      .some((el) => el.textContent.includes("Echo: Hello, MCP")));
+    await waitIdle(page, "completed");
+    await page.waitForFunction(() => document.querySelector("#mcp-list .mcp-state").textContent === "running");
+    servers.push(...await mcpServers(page));
+    const { wide, narrow } = await atWidths(page, "mcp");
+    const result = { id, servers, refused, wide, narrow, transcript: await transcript(page) };
+    await page.click('#mcp-list .mcp-server[data-name="everything"] .detach');
+    await page.waitForSelector("#mcp-list .empty");
+    result.detached = await mcpServers(page);
+    return result;
+  },
+  // background: the dispatcher starts echo in the background; echo's
+  // answer arrives later as an input of its own, answered in turn.
+  async background(page) {
+    const id = await newSession(page, "dispatcher");
+    await send(page, "Hello, background");
+    await page.waitForFunction(() => [...document.querySelectorAll("#conversation .msg-assistant .text")]
+      .some((el) => el.textContent === "Echo's answer has arrived."));
+    await waitIdle(page, "completed");
+    await shot(page, "background-1280");
+    return { id, transcript: await transcript(page) };
+  },
+  // schedule: a reminder for now fires into the conversation; a daily
+  // schedule is listed, then cancelled; too short an interval is refused.
+  async schedule(page) {
+    const id = await newSession(page, "echo");
+    await page.click("#schedules-toggle");
+    await page.waitForSelector("#schedule-list .empty");
+    await page.fill("#schedule-input", "Too often");
+    await page.fill("#schedule-every", "1s");
+    await page.click("#schedule-add");
+    const refused = await problemShown(page, "schedules-problem");
+    await page.fill("#schedule-every", "");
+    await page.fill("#schedule-input", "Remind me to stretch.");
+    await page.click("#schedule-now");
+    await page.click("#schedule-add");
+    await page.waitForFunction(() => [...document.querySelectorAll("#conversation .msg-assistant .text")]
+      .some((el) => el.textContent === "Remind me to stretch."));
+    await waitIdle(page, "completed");
+    await page.fill("#schedule-input", "Summarise the day.");
+    await page.fill("#schedule-every", "24h");
+    await page.selectOption("#schedule-if-busy", "queue");
+    await page.click("#schedule-add");
+    // The reminder, fired once, is gone from the list; the daily one stays.
+    await page.waitForFunction(() => {
+      const items = [...document.querySelectorAll("#schedule-list .schedule")];
+      return items.length === 1 && items[0].textContent.includes("Summarise the day.");
+    });
+    const listed = await schedules(page);
+    const { wide, narrow } = await atWidths(page, "schedules");
+    await page.click("#schedule-list .cancel-schedule");
+    await page.waitForSelector("#schedule-list .empty");
+    return { id, refused, schedules: listed, cancelled: await schedules(page), wide, narrow, transcript: await transcript(page) };
+  },
+  // handoff: a writer session hands its next input to its peer critic.
+  async handoff(page) {
+    const id = await newSession(page, "writer");
+    await page.waitForSelector("#agent-choice:not([hidden])");
+    const agents = await page.$$eval("#run-agent option", (els) => els.map((el) => el.textContent));
+    await send(page, "a haiku about queues");
+    await waitIdle(page, "completed");
+    await page.selectOption("#run-agent", "critic");
+    await page.fill("#input", "too long?");
+    await page.click("#send");
+    await page.waitForFunction(() => document.querySelectorAll("#conversation .msg").length === 4);
+    await waitIdle(page, "completed");
+    await shot(page, "handoff-1280");
+    return { id, agents, transcript: await transcript(page) };
+  },
   // image: an image file sent with a message shows under its text.
   async image(page) {
     const id = await newSession(page, "echo");

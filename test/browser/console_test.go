@@ -157,18 +157,36 @@ type kerneld struct {
 
 func startKerneld(t *testing.T, opts httpapi.Options, observers ...kernel.Observer) *kerneld {
 	t.Helper()
+	return startKerneldWith(t, extras{}, opts, observers...)
+}
+
+// extras are what a test adds to the kerneld startKerneld starts: more
+// agents, the MCP servers sessions may attach, and a store to share with
+// what the test builds on it (schedules).
+type extras struct {
+	agents     []string
+	sessionMCP kernel.SessionMCP
+	store      *memory.Store
+}
+
+func startKerneldWith(t *testing.T, x extras, opts httpapi.Options, observers ...kernel.Observer) *kerneld {
+	t.Helper()
 	streams := httpapi.NewStreams(nil, httpapi.StreamOptions{})
-	store := memory.New()
+	store := x.store
+	if store == nil {
+		store = memory.New()
+	}
 	sessionFeed := feed.New(feed.Options{Log: store})
 	k := kerneltest.New(t, kerneltest.Options{
-		Agents: []string{echoAgent, pacedAgent, gatedAgent, waiterAgent, delegatorAgent, failingAgent,
-			unavailableAgent},
+		Agents: append([]string{echoAgent, pacedAgent, gatedAgent, waiterAgent, delegatorAgent, failingAgent,
+			unavailableAgent}, x.agents...),
 		// streams first: the others come after the page heard
-		Observers: append([]kernel.Observer{streams, sessionFeed}, observers...),
-		Providers: map[string]llm.Factory{"openai": openai.New},
-		Store:     store,
-		Feed:      sessionFeed,
-		Titles:    kernel.Titles{Enabled: true, Generate: true}, // as kerneld's defaults: scripted agents get the first words
+		Observers:  append([]kernel.Observer{streams, sessionFeed}, observers...),
+		Providers:  map[string]llm.Factory{"openai": openai.New},
+		Store:      store,
+		Feed:       sessionFeed,
+		Titles:     kernel.Titles{Enabled: true, Generate: true}, // as kerneld's defaults: scripted agents get the first words
+		SessionMCP: x.sessionMCP,
 	})
 	sessionFeed.Start(k.FeedSummary)
 	t.Cleanup(func() { _ = sessionFeed.Close(context.Background()) }) // before the kernel closes
@@ -207,6 +225,7 @@ func (slowEnds) ObserveSessionEnded(string, int64) {}
 type item struct {
 	Kind  string `json:"kind"`
 	Role  string `json:"role"`
+	Who   string `json:"who"` // how the page labels a message
 	Name  string `json:"name"`
 	State string `json:"state"`
 	Text  string `json:"text"`
@@ -368,7 +387,9 @@ func kinds(items []item) []string {
 
 // wantResumes checks that the page read the stream from a snapshot once,
 // then at least n-1 more times, each resuming after the last event it had
-// rather than replaying what it already showed.
+// rather than replaying what it already showed. Two may resume at the
+// same event: a stream parked while its session was idle (see app.js)
+// resumes where it stopped.
 func wantResumes(t *testing.T, streams []string, n int) {
 	t.Helper()
 	if len(streams) < n || streams[0] != "?snapshot=messages" {
@@ -377,7 +398,7 @@ func wantResumes(t *testing.T, streams []string, n int) {
 	last := int64(0)
 	for _, q := range streams[1:] {
 		var after int64
-		if _, err := fmt.Sscanf(q, "?after=%d", &after); err != nil || after <= last {
+		if _, err := fmt.Sscanf(q, "?after=%d", &after); err != nil || after < last {
 			t.Errorf("event stream requests %q: %q does not resume after %d", streams, q, last)
 		}
 		last = after

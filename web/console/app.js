@@ -7,8 +7,11 @@ import * as api from "./api.js";
 import { apply, forget, freshStart, resumePoint, save, snapshotRun } from "./conversation.js";
 import { h, shortID } from "./dom.js";
 import { changesInbox, initInbox, refreshInbox, renderInbox } from "./inbox.js";
+import { initMCP, resetMCP, showMCP } from "./mcp.js";
+import { initSchedules, refreshSchedules, resetSchedules } from "./schedules.js";
 import { agentNamed, displayTitle, feedLive, initSidebar, loadAgents, loadSessions, rerender, sessionSummary } from "./sidebar.js";
 import { follow } from "./stream.js";
+import { admitAgent, turnAgents } from "./turns.js";
 import { ConversationView, showProblem } from "./view.js";
 
 const $ = (id) => document.getElementById(id);
@@ -70,6 +73,8 @@ function openSession(id) {
     readSeq: 0, readTimer: 0, parkTimer: 0 };
   current.view = new ConversationView($("conversation"), { onDecide: decide });
   showSettings(false);
+  resetMCP();
+  resetSchedules(id);
   startReading(resumePoint(id));
   refreshSession();
   rerender(); // the open session shows no unread badge
@@ -120,11 +125,13 @@ function onEvent(s, ev, seq) {
     s.saveTimer = setTimeout(() => { s.saveTimer = 0; save(s.id, s.state); }, 250);
   }
   if (seq > 0) markReadSoon(s, seq);
-  parkSoon(s);
+  parkSoon(s, true);
+  if (ev.type === "MESSAGES_SNAPSHOT") snapshotEndedRuns(s, ev);
   if (changesSessionState(ev)) {
     if (ev.type === "RUN_FINISHED" || ev.type === "RUN_ERROR") s.endedRuns.add(kerneldRun(ev));
     updateBusy();
     refreshSession();
+    refreshSchedules(); // a firing starts a run, and one that fired once is gone
   }
 }
 
@@ -143,7 +150,10 @@ const parkAfterMs = 1000;
 // busy are the feed's statuses of a session whose events are still coming.
 const busy = new Set(["running", "waiting_input", "queued", "stalled"]);
 
-function parkSoon(s) {
+// parkSoon parks view s's stream parkAfterMs from now if it may be then;
+// restart, for an event of the stream, puts off a park already planned.
+function parkSoon(s, restart = false) {
+  if (s.parkTimer && !restart) return;
   clearTimeout(s.parkTimer);
   s.parkTimer = setTimeout(() => {
     s.parkTimer = 0;
@@ -154,14 +164,34 @@ function parkSoon(s) {
 // mayPark reports whether the feed will tell view s when its session moves
 // on: the feed is live, lists the session, and has nothing newer of it.
 function mayPark(s) {
+  return feedLive() && !behind(s) && activeRun() === null;
+}
+
+// behind reports whether the feed says view s's session has moved on past
+// the view, or does not list it.
+function behind(s) {
   const sum = sessionSummary(s.id);
-  return feedLive() && sum !== null && !busy.has(sum.status) && sum.last_seq <= s.stream.lastSeq() && activeRun() === null;
+  return sum === null || busy.has(sum.status) || sum.last_seq > s.stream.lastSeq();
 }
 
 // wakeIfBehind resumes view s's parked stream when the feed says the
-// session moved on, or can no longer say so.
+// session moved on; an open stream is parked soon if the feed now says
+// the session is idle (it may say so after the stream's last event).
 function wakeIfBehind(s) {
-  if (s && s.stream.parked() && !mayPark(s)) s.stream.wake();
+  if (!s) return;
+  if (!s.stream.parked()) parkSoon(s);
+  else if (behind(s)) s.stream.wake();
+}
+
+// onFeedStatus follows the feed's status. A feed that reconnects leaves
+// parked streams parked: it resumes where it was and tells what changed
+// meanwhile, and streams woken all at once could take the connections the
+// feed needs. A feed that has ended tells nothing more: the stream reads
+// for itself again.
+function onFeedStatus(status) {
+  if (!current) return;
+  if (status === "ended" && current.stream.parked()) current.stream.wake();
+  else wakeIfBehind(current);
 }
 
 // ---- read cursor ------------------------------------------------------------
@@ -182,6 +212,19 @@ function markReadSoon(s, seq) {
       // a kerneld without read cursors, or a session gone: nothing to mark
     }
   }, 150);
+}
+
+// snapshotEndedRuns notes the runs of a snapshot's history as ended and
+// reads the session again. A view opened as a run ends can read the
+// session while the run goes on and get its stream after the end, as a
+// snapshot that holds the run's messages but not its end: without this,
+// the header would stay "running" with nothing left to correct it.
+function snapshotEndedRuns(s, ev) {
+  for (const m of ev.messages || []) {
+    const run = m.metadata && m.metadata.kerneld && m.metadata.kerneld.runId;
+    if (run && run !== s.state.activeRunId) s.endedRuns.add(run);
+  }
+  refreshSession();
 }
 
 // changesSessionState reports whether ev moves the session to another
@@ -255,6 +298,7 @@ async function refreshSession() {
   const queued = session.queued_runs || 0; // a kerneld that counts them
   $("session-queued").textContent = queued ? `${queued} queued` : "";
   fillSettings(session);
+  showMCP(session);
   if (session.last_seq > s.readSeq) markReadSoon(s, session.last_seq);
   $("session-parent").replaceChildren(
     session.parent_id ? h("a", { href: `#/s/${encodeURIComponent(session.parent_id)}` }, "parent session") : "",
@@ -293,11 +337,11 @@ function activeRun() {
 // The message box's invitation, as the page has it.
 const inputPlaceholder = $("input").placeholder;
 
-// updateAgents offers the session's other agents, when it has some, to
-// answer the next input (POST /sessions/{id}/run with agent).
+// updateAgents offers the agents that may take a turn on the session, when
+// there are some, to answer the next input (see turns.js).
 function updateAgents() {
   const s = current && current.session;
-  const others = (s && s.agents) || [];
+  const others = turnAgents(s);
   const select = $("run-agent");
   $("agent-choice").hidden = others.length === 0;
   const names = others.length ? [s.agent, ...others] : [];
@@ -355,7 +399,9 @@ async function send(e) {
   const s = current;
   $("send").disabled = true;
   try {
-    await api.sendInput(s.id, await withImages(text, $("attach").files), ifBusy, idempotencyKey(), $("run-agent").value || null);
+    const agent = $("run-agent").value || null;
+    if (s.session) await admitAgent(s.session, agent);
+    await api.sendInput(s.id, await withImages(text, $("attach").files), ifBusy, idempotencyKey(), agent);
     s.stream.wake(); // the run's events follow at once, not when the feed tells
     input.value = "";
     $("attach").value = "";
@@ -542,6 +588,8 @@ function wire() {
   $("settings-toggle").addEventListener("click", () => showSettings($("settings").hidden));
   $("settings").addEventListener("submit", saveSettings);
   $("clear-session").addEventListener("click", clearConversation);
+  initMCP(() => refreshSession());
+  initSchedules();
   window.addEventListener("hashchange", route);
   // Keep what is rendered when the tab goes away, so a reload resumes it.
   window.addEventListener("pagehide", () => current && save(current.id, current.state));
@@ -565,6 +613,6 @@ initInbox((id, agent) => {
 initSidebar({
   onProblem: showGlobalProblem, onStarted: openStarted, currentID: () => current && current.id,
   onChange: onFeedChange, onAgents: () => current && current.session && fillSettings(current.session),
-  onFeedStatus: () => current && (feedLive() ? parkSoon(current) : wakeIfBehind(current)),
+  onFeedStatus,
 });
 route();

@@ -102,6 +102,8 @@ const handlers = {
     state.activeRunId = ev.runId;
     // Another agent than the session's answers this run: its messages say so.
     state.runAgent = kerneldMeta(ev).agent || null;
+    // kerneld posted this run's input itself: the input says who did.
+    state.inputFrom = kerneldMeta(ev).source === "schedule" ? "Scheduled" : null;
   },
   RUN_FINISHED(state, ev, changed) {
     const outcome = (ev.outcome && ev.outcome.type) || "success";
@@ -114,7 +116,8 @@ const handlers = {
   TEXT_MESSAGE_START(state, ev, changed, runId) {
     const role = ev.role || "assistant";
     const agent = role === "assistant" ? state.runAgent || null : null;
-    add(state, { kind: "message", key: `m:${ev.messageId}`, role, agent, text: "", open: true, runId }, changed);
+    const from = role === "user" ? state.inputFrom || null : null;
+    add(state, { kind: "message", key: `m:${ev.messageId}`, role, agent, from, text: "", open: true, runId }, changed);
   },
   TEXT_MESSAGE_CONTENT(state, ev, changed) {
     update(state, `m:${ev.messageId}`, changed, (m) => { m.text += ev.delta; });
@@ -190,6 +193,16 @@ const handlers = {
       case "kerneld.message.images":
         update(state, `m:${v.messageId}`, changed, (m) => { m.images = messageImages(kerneldMeta(ev).sessionId, v.images); });
         break;
+      case "kerneld.child.started":
+        add(state, {
+          kind: "subagent", key: `bg:${v.childRunId}`, name: v.agent, state: "running", background: true,
+          childSessionId: v.childSessionId || "", toolCallId: v.toolCallId || "",
+          text: "It works in the background; its answer arrives here when it ends.", runId,
+        }, changed);
+        break;
+      case "kerneld.child.result":
+        childResult(state, v, changed);
+        break;
       case "kerneld.run.steered":
         add(state, { kind: "note", key: `s:${v.steerRunId}`, text: "Input added to this run; the agent reads it at its next step." }, changed);
         break;
@@ -199,6 +212,29 @@ const handlers = {
     }
   },
 };
+
+// childResult folds kerneld.child.result: the background child's item
+// says how it ended, and the input that follows (its answer, which
+// kerneld posts) says whose it is rather than "You". Folded into a busy
+// run (child_results: steer), no input follows it in the stream.
+function childResult(state, v, changed) {
+  const ok = v.state === "succeeded";
+  const item = update(state, `bg:${v.childRunId}`, changed, (c) => {
+    c.state = ok ? "finished" : "error";
+    c.text = ok ? "Its answer arrived below." : `It ended ${v.state}; that arrived below.`;
+  });
+  if (!item) { // started before this view's snapshot
+    add(state, {
+      kind: "subagent", key: `bg:${v.childRunId}`, name: v.agent, state: ok ? "finished" : "error", background: true,
+      childSessionId: v.childSessionId || "", text: ok ? "Its answer arrived below." : `It ended ${v.state}.`,
+    }, changed);
+  }
+  state.inputFrom = `Answer from ${v.agent}`;
+}
+
+// childResultPrefix starts the input kerneld posts with a background
+// child's answer: a snapshot, which has no events, knows it by that.
+const childResultPrefix = "[child_result]";
 
 // messageImages lists the images a user message carries: those kerneld
 // keeps by the route that serves them, the others by their URL.
@@ -263,7 +299,10 @@ function snapshotItems(state, m, changed) {
     const images = m.content.filter((p) => p.type === "image" && p.source)
       .map((p) => ({ src: p.source.value, kept: p.source.value.startsWith("/sessions/") }));
     add(state, { kind: "message", key: `m:${m.id}`, role: m.role, text, images, open: false }, changed);
-  } else if (m.content) add(state, { kind: "message", key: `m:${m.id}`, role: m.role, text: m.content, open: false }, changed);
+  } else if (m.content) {
+    const from = m.role === "user" && m.content.startsWith(childResultPrefix) ? "Answer from a background child" : null;
+    add(state, { kind: "message", key: `m:${m.id}`, role: m.role, from, text: m.content, open: false }, changed);
+  }
   for (const c of m.toolCalls || []) {
     add(state, { kind: "tool", key: `t:${c.id}`, id: c.id, name: c.function.name, args: c.function.arguments, result: null, isError: false }, changed);
   }

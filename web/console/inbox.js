@@ -14,6 +14,10 @@ let more = false;
 let asked = 0;
 let timer = 0;
 let cards = new Map(); // key → the card drawn for it
+// typed holds the reason typed in each card until its call is decided: a
+// call leaves the inbox while its run carries out the call decided before
+// it (the session is running, not waiting), and comes back as a new card.
+const typed = new Map();
 let titleOf = (id) => id;
 
 // initInbox takes how to name a session (its title, from the sidebar).
@@ -84,12 +88,14 @@ export function renderInbox() {
 }
 
 function newCard(it) {
+  const key = keyOf(it);
   const item = {
     toolName: it.tool_name, arguments: it.arguments, expiresAt: it.expires_at || "", state: "pending",
     runId: it.run_id, toolCallId: it.tool_call_id, sessionId: it.session_id,
   };
   const card = ApprovalCard(item, (_, decision, reason, same) =>
     api.decideApproval(it.session_id, it.run_id, it.tool_call_id, decision, reason, same).then((a) => {
+      typed.delete(key);
       card.update({ ...item, state: a.state, reason: a.reason || "" });
       refreshInbox();
     }), {
@@ -97,6 +103,9 @@ function newCard(it) {
       h("a", { href: `#/s/${encodeURIComponent(it.session_id)}` }, titleOf(it.session_id, it.agent)),
       ` · ${it.agent} · asked ${when(it.requested_at)}`),
   });
+  const reason = card.el.querySelector(".reason");
+  reason.value = typed.get(key) || "";
+  reason.addEventListener("input", () => typed.set(key, reason.value));
   card.el.setAttribute("role", "listitem");
   card.el.dataset.session = it.session_id;
   card.update(item);

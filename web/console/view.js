@@ -61,7 +61,8 @@ function messageNode(item) {
   const text = h("div", { class: "text" });
   const images = h("div", { class: "images" });
   const el = h("div", { class: `msg msg-${item.role}`, "data-key": item.key },
-    h("div", { class: "who" }, item.role === "user" ? "You" : item.agent || item.role), text, images);
+    h("div", { class: "who" }, item.role === "user" ? item.from || "You" : item.agent || item.role), text, images);
+  if (item.from) el.classList.add("msg-posted"); // kerneld posted it, not the person reading
   let shown = 0;
   return {
     el,
@@ -220,10 +221,13 @@ function subagentNode() {
   const link = h("a", {});
   const badge = h("span", { class: "badge" });
   const text = h("div", { class: "text" });
-  const el = h("div", { class: "subagent" }, h("span", { "aria-hidden": "true" }, "↳ "), "Child session ", link, " ", badge, text);
+  const kind = h("span", {}, "Child session ");
+  const el = h("div", { class: "subagent" }, h("span", { "aria-hidden": "true" }, "↳ "), kind, link, " ", badge, text);
   return {
     el,
     update(c) {
+      kind.textContent = c.background ? "Background child session " : "Child session ";
+      el.classList.toggle("background", Boolean(c.background));
       link.textContent = c.name;
       if (c.childSessionId) link.href = `#/s/${encodeURIComponent(c.childSessionId)}`;
       badge.textContent = c.state;

@@ -149,6 +149,19 @@ func (c *Client) CompactSession(ctx context.Context, id string) (Compaction, err
 	return out, err
 }
 
+// ClearSession empties a session's history in place and returns once the
+// clearing run has ended (POST /sessions/{id}/clear): the session keeps its
+// id, settings and, unless memory is true, its memory. A session with a
+// run active or queued is refused with session_busy.
+func (c *Client) ClearSession(ctx context.Context, id string, memory bool) (Clear, error) {
+	body := struct {
+		Memory bool `json:"memory,omitempty"`
+	}{memory}
+	var out Clear
+	err := c.do(ctx, request{method: http.MethodPost, path: sessionPath(id) + "/clear", body: body}, &out)
+	return out, err
+}
+
 // ListChildren returns one page of a session's child sessions
 // (GET /sessions/{id}/children).
 func (c *Client) ListChildren(ctx context.Context, id string, page Page) (SessionPage, error) {

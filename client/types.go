@@ -283,6 +283,14 @@ type Compaction struct {
 	Summary *Message `json:"compaction"`
 }
 
+// Clear is the result of ClearSession: the clearing run, and the clear
+// entry it added to the history, from which the history is shown and the
+// model sees it (nil when the run failed before adding it).
+type Clear struct {
+	Run   Run      `json:"run"`
+	Entry *Message `json:"clear"`
+}
+
 // RunPage is one page of runs, newest first.
 type RunPage struct {
 	Data       []Run  `json:"data"`
@@ -336,7 +344,7 @@ type Message struct {
 	ID         string     `json:"id"`
 	Position   int64      `json:"position"`
 	RunID      string     `json:"run_id"`
-	Role       string     `json:"role"` // system | user | assistant | tool
+	Role       string     `json:"role"` // system | user | assistant | tool | compaction
 	Content    string     `json:"content"`
 	ToolCalls  []ToolCall `json:"tool_calls"`
 	ToolCallID string     `json:"tool_call_id"`

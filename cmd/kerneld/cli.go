@@ -30,6 +30,7 @@ var cliCommands = map[string]func(*cli, []string) error{
 	"inbox":    (*cli).inbox,
 	"read":     (*cli).read,
 	"state":    (*cli).state,
+	"clear":    (*cli).clear,
 }
 
 // cliIO is what a command reads and writes, passed in so tests can
@@ -53,6 +54,8 @@ type cli struct {
 	url  string
 	key  string
 	json bool
+	// instructions are a new session's own (run, chat --instructions).
+	instructions string
 }
 
 // cliMain runs a client subcommand with the process's stdin and signals.
@@ -201,8 +204,32 @@ func (c *cli) sessions(args []string) error {
 		}
 		_, err = fmt.Fprintln(c.stdout, "deleted", pos[0])
 		return err
+	case "instructions":
+		return c.sessionInstructions(args)
 	}
-	return fmt.Errorf("sessions: unknown subcommand %q (ls, get, rm)", sub)
+	return fmt.Errorf("sessions: unknown subcommand %q (ls, get, rm, instructions)", sub)
+}
+
+// sessionInstructions handles "kerneld sessions instructions SESSION
+// TEXT": it sets the session's own instructions; "" clears them.
+func (c *cli) sessionInstructions(args []string) error {
+	pos, err := c.parse(args, 2, `sessions instructions SESSION "text" ("" clears them)`)
+	if err != nil {
+		return err
+	}
+	s, err := c.c.UpdateSession(c.ctx, pos[0], client.UpdateSessionRequest{Instructions: &pos[1]})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(s)
+	}
+	if s.Instructions == "" {
+		_, err = fmt.Fprintln(c.stdout, s.ID, "has no instructions of its own")
+		return err
+	}
+	_, err = fmt.Fprintf(c.stdout, "%s instructions: %s\n", s.ID, s.Instructions)
+	return err
 }
 
 // sessionList handles "kerneld sessions ls".
@@ -348,4 +375,34 @@ func (c *cli) watch(args []string) error {
 	}
 	c.note("the session has ended")
 	return nil
+}
+
+// clear handles "kerneld clear SESSION [--memory]": it empties the
+// session's conversation in place, keeping its memory unless asked.
+func (c *cli) clear(args []string) error {
+	memory := c.fs.Bool("memory", false, "clear the session's memory too")
+	pos, err := c.parse(args, 1, "clear SESSION [--memory]")
+	if err != nil {
+		return err
+	}
+	out, err := c.c.ClearSession(c.ctx, pos[0], *memory)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(out)
+	}
+	if out.Entry == nil {
+		msg := "the clear did not complete"
+		if out.Run.Error != nil {
+			msg += ": " + out.Run.Error.Message
+		}
+		return errors.New(msg)
+	}
+	kept := "memory kept"
+	if *memory {
+		kept = "memory cleared"
+	}
+	_, err = fmt.Fprintf(c.stdout, "cleared %s (%s)\n", pos[0], kept)
+	return err
 }

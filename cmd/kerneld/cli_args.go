@@ -15,8 +15,12 @@ const cliCommandsHelp = `  agents                          list the agents
                                   (status, title, approvals, unread) as it happens
   sessions get SESSION            print a session as JSON
   sessions rm SESSION [--cascade] delete a session
-  run AGENT "input"               run input in a new session, print the answer
-  chat AGENT                      talk with an agent, one line per input;
+  sessions instructions SESSION "text"
+                                  set a session's own instructions ("" clears)
+  run AGENT "input" [--instructions TEXT]
+                                  run input in a new session, print the answer
+  chat AGENT [--instructions TEXT]
+                                  talk with an agent, one line per input;
                                   answer its approvals with ` + approvalChoices + `;
                                   Ctrl-C cancels an answer, twice exits
   watch SESSION [--after SEQ] [--snapshot]
@@ -27,6 +31,8 @@ const cliCommandsHelp = `  agents                          list the agents
   inbox [--agent A]               the approvals waiting across your sessions
   read SESSION [--seq SEQ]        mark a session read (up to SEQ, default all)
   state SESSION [--set JSON]      print (or replace) a session's app state
+  clear SESSION [--memory]        empty a session's conversation in place
+                                  (its memory too with --memory)
   version                         print the version
 `
 

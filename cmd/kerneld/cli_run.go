@@ -15,7 +15,8 @@ import (
 // its answer on stdout. A failed run (RUN_ERROR) is an error: the exit
 // status is not 0.
 func (c *cli) run(args []string) error {
-	pos, err := c.parse(args, 2, `run AGENT "input"`)
+	c.instructionsFlag()
+	pos, err := c.parse(args, 2, `run AGENT "input" [--instructions TEXT]`)
 	if err != nil {
 		return err
 	}
@@ -30,10 +31,16 @@ func (c *cli) run(args []string) error {
 	return err
 }
 
+// instructionsFlag takes --instructions, the new session's own
+// instructions, added to its agent's system prompt.
+func (c *cli) instructionsFlag() {
+	c.fs.StringVar(&c.instructions, "instructions", "", "instructions added to the agent's system prompt for this session")
+}
+
 // newSession creates a session of agent and names it on stderr, for the
 // commands that need its id (watch, approve).
 func (c *cli) newSession(agent string) (string, error) {
-	s, err := c.c.CreateSession(c.ctx, client.CreateSessionRequest{Agent: agent})
+	s, err := c.c.CreateSession(c.ctx, client.CreateSessionRequest{Agent: agent, Instructions: c.instructions})
 	if err != nil {
 		return "", err
 	}
@@ -49,7 +56,8 @@ func (c *cli) newSession(agent string) (string, error) {
 // A failed answer is reported and the conversation goes on. The end of
 // stdin ends the chat.
 func (c *cli) chat(args []string) error {
-	pos, err := c.parse(args, 1, "chat AGENT")
+	c.instructionsFlag()
+	pos, err := c.parse(args, 1, "chat AGENT [--instructions TEXT]")
 	if err != nil {
 		return err
 	}

@@ -335,3 +335,45 @@ func TestRun_DispatchesCLI(t *testing.T) {
 	assert.False(t, isCLICommand([]string{"-addr", ":0"}))
 	assert.False(t, isCLICommand(nil))
 }
+
+// TestCLI_ClearAndInstructions: run --instructions gives the new session
+// its own instructions, sessions instructions changes them, and clear
+// empties the conversation in place, keeping the memory unless asked.
+func TestCLI_ClearAndInstructions(t *testing.T) {
+	srv := cliServer(t)
+	r := startCLI(t, srv.URL, nil, "run", "echo", "hello", "--instructions", "Be brief.")
+	require.NoError(t, r.wait(t), r.stderr.String())
+	id := regexp.MustCompile(`session (\S+)`).FindStringSubmatch(r.stderr.String())[1]
+	c, err := client.New(srv.URL)
+	require.NoError(t, err)
+	s, err := c.GetSession(t.Context(), id)
+	require.NoError(t, err)
+	assert.Equal(t, "Be brief.", s.Instructions)
+	_, err = c.PutMemory(t.Context(), id, "city", "Lyon")
+	require.NoError(t, err)
+
+	out, err := cliOutput(t, srv.URL, "clear", id)
+	require.NoError(t, err)
+	assert.Equal(t, "cleared "+id+" (memory kept)\n", out)
+	page, err := c.ListMessages(t.Context(), id, client.Page{})
+	require.NoError(t, err)
+	require.Len(t, page.Data, 1, "the history starts at the clear entry")
+	assert.Equal(t, "compaction", page.Data[0].Role)
+	mem, err := c.ListMemory(t.Context(), id)
+	require.NoError(t, err)
+	assert.Len(t, mem, 1)
+	out, err = cliOutput(t, srv.URL, "clear", id, "--memory")
+	require.NoError(t, err)
+	assert.Equal(t, "cleared "+id+" (memory cleared)\n", out)
+	mem, err = c.ListMemory(t.Context(), id)
+	require.NoError(t, err)
+	assert.Empty(t, mem)
+
+	out, err = cliOutput(t, srv.URL, "sessions", "instructions", id, "")
+	require.NoError(t, err)
+	assert.Equal(t, id+" has no instructions of its own\n", out)
+	_, err = cliOutput(t, srv.URL, "clear", "nope")
+	var p *client.Problem
+	require.ErrorAs(t, err, &p)
+	assert.Equal(t, "session_not_found", p.Code)
+}

@@ -39,6 +39,9 @@ const (
 	KindRunEnded          kernel.FeedKind = "run.ended"
 	KindApprovalRequested kernel.FeedKind = "approval.requested"
 	KindApprovalDecided   kernel.FeedKind = "approval.decided"
+	// KindCleared says the session's history was emptied in place: a
+	// client showing its conversation starts it anew.
+	KindCleared kernel.FeedKind = "session.cleared"
 )
 
 // Defaults of the zero Options fields.
@@ -162,6 +165,8 @@ func kindOf(ev *session.Event) (kernel.FeedKind, session.Status) {
 			return KindStatus, session.StatusStalled
 		case "kerneld.run.queued":
 			return KindStatus, ""
+		case session.CustomSessionCleared:
+			return KindCleared, ""
 		}
 	}
 	return "", ""

@@ -32,7 +32,7 @@ func TestSessions_Compact(t *testing.T) {
 	assert.Equal(t, "compaction", entry["role"])
 	assert.Equal(t, "They counted.", entry["content"])
 	assert.Equal(t, map[string]any{
-		"first_kept_position": float64(3), "messages_summarized": float64(2), "model": "",
+		"first_kept_position": float64(3), "messages_summarized": float64(2), "model": "", "cleared": false,
 		"tokens_before": entry["compaction"].(map[string]any)["tokens_before"],
 		"tokens_after":  entry["compaction"].(map[string]any)["tokens_after"],
 	}, entry["compaction"])

@@ -34,6 +34,7 @@ type compactionBody struct {
 	TokensAfter        int64  `json:"tokens_after"`
 	MessagesSummarized int    `json:"messages_summarized"`
 	Model              string `json:"model"`
+	Cleared            bool   `json:"cleared"`
 }
 
 func toMessageResponse(m session.Message) messageResponse {
@@ -51,7 +52,7 @@ func toMessageResponse(m session.Message) messageResponse {
 	if c := m.Compaction; c != nil {
 		out.Compaction = &compactionBody{
 			FirstKeptPosition: c.FirstKept, TokensBefore: c.TokensBefore, TokensAfter: c.TokensAfter,
-			MessagesSummarized: c.Messages, Model: c.Model,
+			MessagesSummarized: c.Messages, Model: c.Model, Cleared: c.Cleared,
 		}
 	}
 	return out

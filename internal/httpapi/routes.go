@@ -54,6 +54,7 @@ func (s *Server) routes() chi.Router {
 			r.Get("/sessions/{id}/state", s.handle(s.handleStateGet))
 			r.Put("/sessions/{id}/state", s.handle(s.handleStatePut))
 			r.Post("/sessions/{id}/close", s.handle(s.handleSessionClose))
+			r.Post("/sessions/{id}/clear", s.handle(s.handleSessionClear))
 			r.Post("/sessions/{id}/fork", s.handle(s.handleSessionFork))
 			r.Post("/sessions/{id}/runs/{run_id}/regenerate", s.handle(s.handleRunRegenerate))
 			r.Get("/sessions/{id}/check", s.handle(s.handleSessionCheck))

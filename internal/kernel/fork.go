@@ -297,6 +297,7 @@ func forkOf(src session.Session, msgs []session.Message, now time.Time) session.
 	f.Model = src.Model
 	f.AgentState = bytes.Clone(src.AgentState)
 	f.Compaction = lastCompaction(msgs)
+	f.ClearedAt = lastClear(msgs)
 	return f
 }
 
@@ -313,7 +314,9 @@ func (k *Kernel) seedFork(ctx context.Context, token int64, f *session.Session, 
 	if err := k.store.CreateRun(ctx, run, session.RunConstraints{}); err != nil {
 		return fmt.Errorf("create run: %w", err)
 	}
-	start := []session.Event{forkStarted(f, run.ID, msgs), session.MessagesSnapshot(msgs)}
+	// A fork of a cleared history shows, as its source does, nothing
+	// before the clear; it keeps the messages, at their positions.
+	start := []session.Event{forkStarted(f, run.ID, msgs), session.MessagesSnapshot(session.AfterClear(msgs, f.ClearedAt))}
 	if err := k.emit(ctx, token, f.ID, run.ID, start...); err != nil {
 		return err
 	}
@@ -402,4 +405,15 @@ func lastCompaction(msgs []session.Message) *session.Compaction {
 		}
 	}
 	return nil
+}
+
+// lastClear returns the position of the latest clear entry among msgs,
+// from which the fork shows its history as its source did, or 0.
+func lastClear(msgs []session.Message) int64 {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if c := msgs[i].Compaction; msgs[i].Role == session.RoleCompaction && c != nil && c.Cleared {
+			return msgs[i].Position
+		}
+	}
+	return 0
 }

@@ -35,7 +35,8 @@ func (k *Kernel) Events(ctx context.Context, sessionID string, after int64, limi
 	return evs, nil
 }
 
-// Messages returns a page of a session's conversation history, oldest first.
+// Messages returns a page of a session's conversation history, oldest
+// first: for a cleared session, from its latest clear entry on.
 func (k *Kernel) Messages(ctx context.Context, sessionID string, page PageRequest) (Page[session.Message], error) {
 	s, err := k.GetSession(ctx, sessionID)
 	if err != nil {
@@ -50,6 +51,7 @@ func (k *Kernel) Messages(ctx context.Context, sessionID string, page PageReques
 	if err != nil {
 		return Page[session.Message]{}, err
 	}
+	after = max(after, s.ClearedAt-1) // a cleared session's history starts at its clear entry
 	msgs, err := k.store.ListMessages(ctx, sessionID, after, limit+1)
 	if err != nil {
 		return Page[session.Message]{}, fmt.Errorf("list messages: %w", err)

@@ -146,8 +146,11 @@ func (r *runner) loop(ctx context.Context) error {
 			return err
 		}
 	}
-	if r.run.Kind == session.RunKindCompaction {
+	switch r.run.Kind {
+	case session.RunKindCompaction:
 		return r.compactOnDemand(ctx)
+	case session.RunKindClear:
+		return r.clearHistory(ctx)
 	}
 	if err := r.prepare(ctx); err != nil {
 		return err

@@ -40,7 +40,9 @@ type RunRequest struct {
 	// Overrides are model settings for this run alone, within what the
 	// agent allows.
 	Overrides *session.Overrides
-	kind      string // session.RunKindCompaction for Compact's run, which has no input
+	kind      string // session.RunKindCompaction for Compact's run, RunKindClear for Clear's: neither has input
+	// clearMemory asks a clear run to clear the session's memory too.
+	clearMemory bool
 	// traceParent is the traceparent of the request that accepts the run.
 	traceParent string
 	// ID is the run's id when the client chose it (AG-UI runId); "" lets

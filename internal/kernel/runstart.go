@@ -45,7 +45,7 @@ func (k *Kernel) newRun(sessionID string, req RunRequest, state session.RunState
 	}
 	run.UserMessageID, run.Context, run.AgentState = req.AGUI.UserMessageID, req.AGUI.Context, req.AGUI.AgentState
 	run.ClientTools, run.ToolResults = req.AGUI.ClientTools, req.AGUI.ToolResults
-	run.Overrides, run.Kind = req.Overrides.Clone(), req.kind
+	run.Overrides, run.Kind, run.ClearMemory = req.Overrides.Clone(), req.kind, req.clearMemory
 	run.TraceParent = req.traceParent
 	run.Images = req.imageRefs
 	run.Source, run.Background, run.ChildResult = req.Source, req.background, req.childResult

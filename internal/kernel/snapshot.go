@@ -17,7 +17,8 @@ import (
 // Messages holds nothing of that run.
 type Snapshot struct {
 	// Messages is the history of the runs that started at or before After,
-	// all of which are over, oldest first.
+	// all of which are over, oldest first; for a cleared session, from its
+	// latest clear entry on.
 	Messages []session.Message
 	// After is a run boundary: just before the run in progress, or the
 	// log's last event when no run is in progress (0 for an empty log).
@@ -48,6 +49,7 @@ func (k *Kernel) MessagesSnapshot(ctx context.Context, sessionID string) (Snapsh
 	if err != nil {
 		return Snapshot{}, err
 	}
+	snap.Messages = session.AfterClear(snap.Messages, s.ClearedAt)
 	return snap, nil
 }
 

@@ -34,6 +34,9 @@ type Compaction struct {
 	Messages int `json:"messages"`
 	// Model wrote the summary.
 	Model string `json:"model,omitempty"`
+	// Cleared marks the entry of a clear: it has no summary, and nothing
+	// before it is shown or sent to the model again.
+	Cleared bool `json:"cleared,omitempty"`
 }
 
 // ToolCall is a model's request to call a tool.

@@ -134,8 +134,12 @@ type RunExt struct {
 	// Overrides are the model settings chosen for this run alone.
 	Overrides *Overrides `json:"overrides,omitempty"`
 	// Kind is RunKindCompaction for a run that compacts the history on
-	// demand instead of answering an input; "" for an ordinary run.
+	// demand instead of answering an input, RunKindClear for one that
+	// clears it; "" for an ordinary run.
 	Kind string `json:"kind,omitempty"`
+	// ClearMemory, on a RunKindClear run, says the session's memory goes
+	// with its history.
+	ClearMemory bool `json:"clear_memory,omitempty"`
 	// UserMessageID is the id the client gave the run's input message
 	// (AG-UI clients name their messages); "" lets kerneld choose.
 	UserMessageID string `json:"user_message_id,omitempty"`
@@ -260,6 +264,10 @@ type ContextEntry struct {
 // RunKindCompaction is the Kind of a run started by POST
 // /sessions/{id}/compact.
 const RunKindCompaction = "compaction"
+
+// RunKindClear is the Kind of a run started by POST /sessions/{id}/clear:
+// it empties the history the model sees, and has no input.
+const RunKindClear = "clear"
 
 // Decision is a person's answer to a tool call awaiting approval.
 type Decision struct {

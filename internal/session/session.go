@@ -119,6 +119,9 @@ type SessionExt struct {
 	// Compaction is the session's latest compaction: from then on the
 	// model sees its summary and the messages from its FirstKept on.
 	Compaction *Compaction `json:"compaction,omitempty"`
+	// ClearedAt is the position of the history's latest clear entry: a
+	// listing of the history, or a snapshot of it, starts there.
+	ClearedAt int64 `json:"cleared_at,omitempty"`
 	// Title is what a list shows for the session: set by a client, or
 	// generated after its first run (TitleSource says which).
 	Title       string      `json:"title,omitempty"`

@@ -123,6 +123,8 @@ func testMessageRoundTrip(t *testing.T, st kernel.Store) {
 		{ID: newID(), SessionID: s.ID, RunID: runID, Role: session.RoleCompaction, Content: "they talked",
 			Compaction: &session.Compaction{FirstKept: 2, TokensBefore: 900, TokensAfter: 120, Messages: 1, Model: "small"},
 			CreatedAt:  at(4)},
+		{ID: newID(), SessionID: s.ID, RunID: newID(), Role: session.RoleCompaction,
+			Compaction: &session.Compaction{FirstKept: 6, TokensBefore: 150, Messages: 4, Cleared: true}, CreatedAt: at(5)},
 	}
 	require.NoError(t, appendMessages(t.Context(), st, want...))
 	for i := range want {

@@ -93,6 +93,7 @@ func testRunExt(t *testing.T, st kernel.Store) {
 		r.State = session.RunWaitingInput
 		r.RunExt = session.RunExt{
 			IfBusy: "steer", SteeredInto: newID(), CancelRequested: true, Model: "large-2",
+			Kind: session.RunKindClear, ClearMemory: true,
 			Decisions: []session.Decision{
 				{ToolCallID: "call_1", Approve: true, At: at(3)},
 				{ToolCallID: "call_2", Approve: false, Reason: "not that file ✗", At: at(4).Add(7 * time.Microsecond)},

@@ -114,6 +114,7 @@ func testSessionExt(t *testing.T, st kernel.Store) {
 				Temperature: float(0), MaxTokens: integer(256)},
 			Model:      "small",
 			Compaction: &session.Compaction{Position: 9, Summary: "s", FirstKept: 5, TokensBefore: 90, TokensAfter: 9, Messages: 4},
+			ClearedAt:  3, // a clear at 3, compacted since
 			// Read cursors and replies give each reader its unread count.
 			ReadCursors: map[string]int64{"key:0a1b": 7, "user:ff00": 12},
 			Replies:     []int64{5, 9, 12},

@@ -513,12 +513,13 @@ const scenarios = {
     await page.waitForSelector(".approval.pending");
     await reloadPage(page);
     const restored = await transcript(page);
-    await page.click(".approval.pending button.approve");
-    await waitWords(page, 4);
-    // A new tab has nothing saved: it starts from a snapshot, mid-run.
+    // A new tab has nothing saved: it starts from a snapshot, mid-run. It
+    // opens while the run waits for the approval: opening a tab can take
+    // a loaded machine longer than the answer takes to stream.
     const other = await page.context().newPage();
     await other.goto(page.url());
-    await other.waitForSelector(".stream-status.status-live");
+    await other.waitForSelector(".approval.pending");
+    await page.click(".approval.pending button.approve");
     await waitWords(page, 12);
     if (process.env.SCREENSHOT) {
       await page.evaluate(() => document.activeElement && document.activeElement.blur());

@@ -62,7 +62,7 @@ func toImageRefResponse(sessionID string, ref session.ImageRef) imageRefResponse
 		return imageRefResponse{MediaType: nullable(ref.MediaType), URL: ref.URL}
 	}
 	return imageRefResponse{Hash: &ref.Hash, MediaType: nullable(ref.MediaType),
-		URL: "/sessions/" + session.PublicID(sessionID) + "/images/" + ref.Hash}
+		URL: session.ImagePath(sessionID, ref.Hash)}
 }
 
 // handleImageList handles "GET /sessions/{id}/images": the images the

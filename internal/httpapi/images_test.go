@@ -15,6 +15,7 @@ import (
 	"github.com/kerneld/kerneld/internal/images/imagestest"
 	"github.com/kerneld/kerneld/internal/kernel/kerneltest"
 	"github.com/kerneld/kerneld/internal/session"
+	"github.com/kerneld/kerneld/internal/session/aguitest"
 	"github.com/kerneld/kerneld/internal/store/memory"
 )
 
@@ -218,4 +219,46 @@ func storedSession(t *testing.T, st *memory.Store, tenant string) session.Sessio
 	require.NoError(t, err)
 	require.Len(t, ss, 1)
 	return ss[0]
+}
+
+// TestEventStream_SnapshotImages: a user message's images are in the
+// MESSAGES_SNAPSHOT a reloaded client draws, as AG-UI image parts by URL
+// (kerneld's own URL for an image it keeps, the client's otherwise) after
+// the text, at the URLs GET /sessions/{id}/messages gives, and the stream
+// stays a valid AG-UI stream.
+func TestEventStream_SnapshotImages(t *testing.T) {
+	st := memory.New()
+	lib := images.New(st, images.Limits{MaxBytes: 1000, MaxPerMessage: 2}, nil)
+	ts := newServer(t, serverOptions{kernel: kerneltest.Options{Store: st}, api: httpapi.Options{Images: lib}})
+	id := ts.createSession(t, "echo")
+	run := ts.must(t, http.StatusAccepted, "POST", "/sessions/"+id+"/run", runBody(t, textPart("What is this?"),
+		imagePart("image/png", imagestest.PNG()),
+		map[string]any{"type": "image", "source": map[string]any{"type": "url", "value": "https://example.com/a.webp"}}))
+	ts.waitRun(t, id, run["id"].(string))
+	listed := lastUserMessage(t, ts, id)["images"].([]any)
+	require.Len(t, listed, 2)
+
+	s := ts.openStream(t, "GET", "/sessions/"+id+"/events?snapshot=messages", "")
+	frames := readFrames(t, s, 3)
+	require.Equal(t, "MESSAGES_SNAPSHOT", frames[1].event)
+	var snap struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(frames[1].data), &snap))
+	require.NotEmpty(t, snap.Messages)
+	require.Equal(t, "user", snap.Messages[0].Role)
+	want := []map[string]any{
+		{"type": "text", "text": "What is this?"},
+		{"type": "image", "source": map[string]any{"type": "url", "value": listed[0].(map[string]any)["url"], "mimeType": "image/png"}},
+		{"type": "image", "source": map[string]any{"type": "url", "value": "https://example.com/a.webp"}},
+	}
+	assert.JSONEq(t, string(mustJSON(t, want)), string(mustJSON(t, snap.Messages[0].Content)))
+	assert.Equal(t, "/sessions/"+id+"/images/"+session.ImageHash(imagestest.PNG()), listed[0].(map[string]any)["url"])
+	img := ts.do(t, "GET", listed[0].(map[string]any)["url"].(string), "")
+	assert.Equal(t, http.StatusOK, img.status)
+	assert.Equal(t, imagestest.PNG(), img.body, "the snapshot's URL serves the image")
+	aguitest.VerifyJSON(t, streamObjects(frames))
 }

@@ -197,6 +197,9 @@ func TestKernel_ApprovalSurvivesRestart(t *testing.T) {
 	assert.Equal(t, session.RunWaitingInput, mustGetRun(t, k2.Kernel, s.ID, run.ID).State, "a stop leaves it waiting")
 	_, err = k2.Recover(t.Context())
 	require.NoError(t, err)
+	again, err := k2.Approvals(t.Context(), s.ID, run.ID)
+	require.NoError(t, err)
+	assert.True(t, pending[1].ExpiresAt.Equal(again[1].ExpiresAt), "the deadline is kept: %v, was %v", again[1].ExpiresAt, pending[1].ExpiresAt)
 	_, err = k2.Decide(t.Context(), s.ID, run.ID, pending[1].ToolCallID, true, "")
 	require.NoError(t, err)
 	assert.Equal(t, session.RunSucceeded, waitRun(t, k2.Kernel, rec2, s.ID, run.ID).State)
@@ -204,6 +207,78 @@ func TestKernel_ApprovalSurvivesRestart(t *testing.T) {
 	require.NoError(t, err, "the call approved after the restart ran")
 	evs := logOf(t, k2.Kernel, s.ID)
 	assert.Equal(t, "denied: no", resultOf(evs, pending[0].ToolCallID))
+	checkLog(t, s.ID, evs)
+	aguitest.Verify(t, evs)
+	checkHistory(t, historyOf(t, k2.Kernel, s.ID))
+}
+
+// TestKernel_ApprovalKeepsItsExpiry: kerneld stops while a run waits for
+// an approval, beside a call still running; at the next start, with the
+// agent now wanting that call approved too, the run asks for it, and the
+// approval asked before the stop keeps its expiry: by the restarted
+// kernel's clock, an hour and more later, it has expired and the call is
+// denied, while the new request waits out its own hour.
+func TestKernel_ApprovalKeepsItsExpiry(t *testing.T) {
+	agent := func(waitRef string) string {
+		return `
+name: mixed
+description: saves with permission while it waits
+model:
+  provider: scripted
+  script:
+    - {text: "Saving.", tool_calls: [{name: memory_set, arguments: {key: a, value: 1}}, {name: wait}]}
+    - {text: "Done."}
+tools: [{name: memory_set, require_approval: true}, ` + waitRef + `]
+approval_timeout: 1h
+`
+	}
+	path := filepath.Join(t.TempDir(), "kerneld.db")
+	db, err := sqlite.Open(t.Context(), sqlite.Options{Path: path})
+	require.NoError(t, err)
+	k1, _ := newKernel(t, kerneltest.Options{Store: db, Agents: []string{agent("wait")}})
+	s := mustSession(t, k1.Kernel, "mixed")
+	run := mustRun(t, k1.Kernel, s.ID, "save a")
+	<-k1.Wait.Started()
+	var asked kernel.Approval
+	require.Eventually(t, func() bool {
+		all, err := k1.Approvals(t.Context(), s.ID, run.ID)
+		if err != nil || len(all) != 1 {
+			return false
+		}
+		asked = all[0]
+		return mustGetRun(t, k1.Kernel, s.ID, run.ID).State == session.RunWaitingInput
+	}, waitTimeout, time.Millisecond)
+	require.NoError(t, k1.Close(context.Background())) // the wait call is cut: no result
+	require.NoError(t, db.Close())
+
+	db, err = sqlite.Open(t.Context(), sqlite.Options{Path: path})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	later := &clock{}
+	later.Advance(time.Hour + time.Minute)
+	k2, rec2 := newKernel(t, kerneltest.Options{Store: db, Now: later.Now,
+		Agents: []string{agent("{name: wait, require_approval: true}")}})
+	_, err = k2.Recover(t.Context())
+	require.NoError(t, err)
+
+	var all []kernel.Approval
+	require.Eventually(t, func() bool {
+		all, err = k2.Approvals(t.Context(), s.ID, run.ID)
+		return err == nil && len(all) == 2 && all[0].State != kernel.ApprovalPending
+	}, waitTimeout, time.Millisecond, "the approval asked before the stop expires at its own time")
+	assert.Equal(t, asked.ToolCallID, all[0].ToolCallID)
+	assert.Equal(t, kernel.ApprovalDenied, all[0].State)
+	assert.True(t, asked.ExpiresAt.Equal(all[0].ExpiresAt), "expires_at %v, was %v", all[0].ExpiresAt, asked.ExpiresAt)
+	assert.Equal(t, kernel.ApprovalPending, all[1].State, "the new request waits")
+	assert.True(t, all[1].ExpiresAt.After(asked.ExpiresAt.Add(time.Hour)), "the new request has an hour from the restart")
+
+	_, err = k2.Decide(t.Context(), s.ID, run.ID, all[1].ToolCallID, false, "not now")
+	require.NoError(t, err)
+	assert.Equal(t, session.RunSucceeded, waitRun(t, k2.Kernel, rec2, s.ID, run.ID).State)
+	evs := logOf(t, k2.Kernel, s.ID)
+	assert.Equal(t, "denied: no decision within 1h0m0s", resultOf(evs, asked.ToolCallID))
+	_, err = k2.GetMemory(t.Context(), s.ID, "a")
+	require.ErrorIs(t, err, errdefs.ErrNotFound, "the expired call did not run")
 	checkLog(t, s.ID, evs)
 	aguitest.Verify(t, evs)
 	checkHistory(t, historyOf(t, k2.Kernel, s.ID))

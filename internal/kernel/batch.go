@@ -24,13 +24,16 @@ type toolBatch struct {
 	sem     chan struct{}
 	wg      sync.WaitGroup
 	gated   map[string]session.ToolCall // awaiting a decision
-	expires time.Time                   // when the undecided ones are denied
-	waits   map[string]trace.Span       // the gated calls' approval waits
+	// expires says when each gated call is denied undecided: when its
+	// request, in the log, says, whoever continues the run.
+	expires map[string]time.Time
+	waits   map[string]trace.Span // the gated calls' approval waits
 }
 
 func (r *runner) newBatch(ctx context.Context, calls int) *toolBatch {
 	return &toolBatch{r: r, ctx: ctx, results: make(chan toolResult, calls),
-		sem: make(chan struct{}, r.k.limits.ToolConcurrency), gated: map[string]session.ToolCall{}, waits: map[string]trace.Span{}}
+		sem: make(chan struct{}, r.k.limits.ToolConcurrency), gated: map[string]session.ToolCall{}, expires: map[string]time.Time{},
+		waits: map[string]trace.Span{}}
 }
 
 // callTools runs a turn's tool calls and records their results. When the
@@ -94,10 +97,11 @@ func (b *toolBatch) requestApprovals(gated []session.ToolCall) error {
 	if len(gated) == 0 {
 		return nil
 	}
-	b.expires = b.r.k.now().Add(b.r.spec.ApprovalTimeout)
+	expires := b.r.k.now().Add(b.r.spec.ApprovalTimeout)
 	evs := make([]session.Event, len(gated))
 	for i, c := range gated {
-		evs[i] = requestedEvent(c, b.expires)
+		evs[i] = requestedEvent(c, expires)
+		b.expires[c.ID] = expires
 	}
 	b.await(gated)
 	if err := b.r.emit(evs...); err != nil {
@@ -140,12 +144,10 @@ func (b *toolBatch) collect(n int) error {
 		b.waits[id] = b.r.startWaitSpan(b.ctx, c)
 	}
 	defer b.endWaits("left") // by a run that stopped or left before a decision
-	var expired <-chan time.Time
-	if len(b.gated) > 0 {
-		t := time.NewTimer(time.Until(b.expires))
-		defer t.Stop()
-		expired = t.C
-	}
+	timer := time.NewTimer(0)
+	timer.Stop()
+	defer timer.Stop()
+	expired := b.armExpiry(timer)
 	decisions := b.r.decisionsChan()
 	var err error
 	keep := func(e error) {
@@ -170,6 +172,7 @@ func (b *toolBatch) collect(n int) error {
 			n -= b.decide(d, keep)
 		case <-expired:
 			n -= b.expire(keep)
+			expired = b.armExpiry(timer)
 		case <-b.r.ar.notices.wake:
 			keep(b.r.logNotices())
 		case <-leave:
@@ -224,20 +227,48 @@ func (b *toolBatch) decide(d decision, keep func(error)) int {
 	return 1
 }
 
-// expire denies every call still awaiting a decision.
+// armExpiry sets timer to fire when the first approval still awaited
+// expires, by the kernel's clock, and returns its channel; nil when no
+// call awaits a decision.
+func (b *toolBatch) armExpiry(timer *time.Timer) <-chan time.Time {
+	if len(b.gated) == 0 {
+		return nil
+	}
+	var first time.Time
+	for id := range b.gated {
+		if e := b.expires[id]; first.IsZero() || e.Before(first) {
+			first = e
+		}
+	}
+	timer.Reset(first.Sub(b.r.k.now()))
+	return timer.C
+}
+
+// expire denies the calls whose approval has expired and returns how
+// many; the others go on waiting until theirs does.
 func (b *toolBatch) expire(keep func(error)) int {
 	reason := fmt.Sprintf("no decision within %s", b.r.spec.ApprovalTimeout)
-	b.r.forget()
-	n := 0
+	now := b.r.k.now()
+	var due []session.ToolCall
 	for id, c := range b.gated {
-		delete(b.gated, id)
-		b.endWait(id, "expired")
+		if !b.expires[id].After(now) {
+			due = append(due, c)
+		}
+	}
+	if len(due) == 0 {
+		return 0 // a call decided meanwhile was the first to expire
+	}
+	b.r.forget(due...)
+	for _, c := range due {
+		delete(b.gated, c.ID)
+		b.endWait(c.ID, "expired")
 		keep(b.r.emit(resolvedEvent(c.ID, DecisionDeny, reason)))
 		keep(b.r.recordResult(toolResult{call: c, content: deniedContent(reason), isError: true}))
-		n++
 	}
-	keep(b.r.setWaiting(false))
-	return n
+	if len(b.gated) == 0 {
+		keep(b.r.setWaiting(false))
+	}
+	return len(due)
 }
 
 // stop ends the batch of a stopped run: running calls finish (they see
@@ -289,11 +320,18 @@ func (r *runner) decisionsChan() chan decision {
 	return r.ar.decisions
 }
 
-// forget makes the run's undecided calls unreachable by decisions.
-func (r *runner) forget() {
+// forget makes calls, or, without any, all of the run's undecided calls,
+// unreachable by decisions.
+func (r *runner) forget(calls ...session.ToolCall) {
 	r.h.mu.Lock()
-	r.ar.awaiting = nil
-	r.h.mu.Unlock()
+	defer r.h.mu.Unlock()
+	if len(calls) == 0 {
+		r.ar.awaiting = nil
+		return
+	}
+	for _, c := range calls {
+		delete(r.ar.awaiting, c.ID)
+	}
 }
 
 // setWaiting moves the run and its session to waiting_input, or back to

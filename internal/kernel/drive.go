@@ -129,6 +129,7 @@ func (k *Kernel) control(h *held) {
 	}
 	s, err := k.store.GetSession(ctx, h.id)
 	if errors.Is(err, errdefs.ErrNotFound) || (err == nil && s.State == session.StateClosed) {
+		k.cancelQueue(h, ar)
 		ar.cancel(errSessionClosed)
 		return
 	}
@@ -174,6 +175,23 @@ func (k *Kernel) takeQueue(h *held, ar *activeRun, queue []session.Run) {
 			}
 			ar.notices.post(queuedNotice(run.ID, position))
 		}
+	}
+}
+
+// cancelQueue ends the queued runs of h's session, which was closed, as
+// cancelled, as a client's cancel ends one: recorded first, then said in
+// the active run's stream, which logs the notices before its own end.
+// (Queued runs found once no run is active are ended as the driver picks
+// them, with nothing to log them in; see startQueued.)
+func (k *Kernel) cancelQueue(h *held, ar *activeRun) {
+	queue, err := k.queue(context.WithoutCancel(h.ctx), h.id)
+	if err != nil {
+		k.log.Error("read queue", "session", h.id, "err", err) // the driver ends them as it picks them
+		return
+	}
+	for _, run := range queue {
+		k.endQueued(h, run, session.RunCancelled, nil)
+		ar.notices.post(cancelledNotice(run.ID)) // refused only once the run's end is logged
 	}
 }
 

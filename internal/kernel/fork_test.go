@@ -16,14 +16,23 @@ import (
 	"github.com/kerneld/kerneld/internal/session"
 	"github.com/kerneld/kerneld/internal/session/aguitest"
 	"github.com/kerneld/kerneld/internal/store/memory"
+	"github.com/kerneld/kerneld/internal/store/postgres"
+	"github.com/kerneld/kerneld/internal/store/postgres/pgtest"
 	"github.com/kerneld/kerneld/internal/store/redis"
 	"github.com/kerneld/kerneld/internal/store/redis/redistest"
 	"github.com/kerneld/kerneld/internal/store/sqlite"
 )
 
 // onEveryStore runs test on a kernel over each store: memory, SQLite and,
-// when the tests have a Redis server (see redistest), Redis.
+// when the tests have the servers (see redistest and pgtest), Redis and
+// PostgreSQL.
 func onEveryStore(t *testing.T, test func(t *testing.T, k *kerneltest.Kernel, rec *recorder)) {
+	onEveryStoreWith(t, kerneltest.Options{}, test)
+}
+
+// onEveryStoreWith is onEveryStore with the kernels built from opts, each
+// over its own store.
+func onEveryStoreWith(t *testing.T, opts kerneltest.Options, test func(t *testing.T, k *kerneltest.Kernel, rec *recorder)) {
 	stores := []struct {
 		name string
 		open func(t *testing.T) kernel.Store
@@ -42,10 +51,18 @@ func onEveryStore(t *testing.T, test func(t *testing.T, k *kerneltest.Kernel, re
 			t.Cleanup(func() { assert.NoError(t, st.Close()) })
 			return st
 		}},
+		{"postgres", func(t *testing.T) kernel.Store {
+			st, err := postgres.Open(t.Context(), postgres.Options{URL: pgtest.Schema(t)})
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, st.Close()) })
+			return st
+		}},
 	}
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
-			k, rec := newKernel(t, kerneltest.Options{Store: st.open(t)})
+			o := opts
+			o.Store = st.open(t)
+			k, rec := newKernel(t, o)
 			test(t, k, rec)
 		})
 	}

@@ -199,9 +199,16 @@ guard: {url: "https://policy.example.com/", secret: "whsec_MfKQ9r8GKYqrTwjUPD8IL
 	p1 := startProcess(t, db, opts)
 	s := mustSession(t, p1.Kernel.Kernel, "gated")
 	run := mustRun(t, p1.Kernel.Kernel, s.ID, "go")
+	// The run waits for its approval before the guard's denial of the
+	// other call is answered in the log: the kill comes after both.
 	require.Eventually(t, func() bool {
 		r, err := p1.GetRun(t.Context(), s.ID, run.ID)
-		return err == nil && r.State == session.RunWaitingInput
+		if err != nil || r.State != session.RunWaitingInput {
+			return false
+		}
+		evs := logOf(t, p1.Kernel.Kernel, s.ID)
+		ids := callIDsOf(t, evs, "current_time")
+		return len(ids) == 1 && resultOf(evs, ids[0]) != ""
 	}, waitTimeout, time.Millisecond)
 	p1.kill(t)
 

@@ -67,10 +67,12 @@ func (k *Kernel) deleteSession(ctx context.Context, id string, cascade bool) err
 	if err != nil {
 		return err
 	}
-	k.announceClosed(ctx, id, "deleted")
 	if err := k.stopRuns(ctx, id); err != nil {
 		return err
 	}
+	// Once its runs are over: a webhook receiver hears of each run's end,
+	// queued ones too, before the session's.
+	k.announceClosed(ctx, id, "deleted")
 	children, err := k.store.ListSessions(ctx, SessionQuery{ParentID: id})
 	if err != nil {
 		return fmt.Errorf("list children: %w", err)
@@ -144,11 +146,11 @@ func (k *Kernel) closeSession(ctx context.Context, id, reason string) (session.S
 	if err != nil {
 		return session.Session{}, err
 	}
-	if wasOpen {
-		k.announceClosed(ctx, id, reason)
-	}
 	if err := k.stopRuns(ctx, id); err != nil {
 		return session.Session{}, err
+	}
+	if wasOpen {
+		k.announceClosed(ctx, id, reason) // after its runs' ends, as DeleteSession does
 	}
 	k.stopSessionMCP(id) // or, if a run still ends, the sweeper once it has
 	if err := k.closeChildren(ctx, id); err != nil {

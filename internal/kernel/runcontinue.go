@@ -421,7 +421,7 @@ func (r *runner) answerLeftCalls(ctx context.Context, calls []session.ToolCall) 
 		denial, guardDenied := denials[c.ID]
 		switch {
 		case asked && a.State == ApprovalPending:
-			waiting, b.expires = append(waiting, c), a.ExpiresAt
+			waiting, b.expires[c.ID] = append(waiting, c), a.ExpiresAt
 		case asked && a.State != ApprovalApproved:
 			n--
 			err = r.recordResult(toolResult{call: c, content: deniedContent(a.Reason), isError: true})

@@ -11,7 +11,7 @@ import (
 type aguiMessage struct {
 	ID         string          `json:"id"`
 	Role       Role            `json:"role"`
-	Content    *string         `json:"content,omitempty"`
+	Content    any             `json:"content,omitempty"` // a string, or content parts (aguiPart)
 	ToolCalls  []aguiToolCall  `json:"toolCalls,omitempty"`
 	ToolCallID string          `json:"toolCallId,omitempty"`
 	Error      string          `json:"error,omitempty"`
@@ -27,6 +27,46 @@ type aguiToolCall struct {
 type aguiFunction struct {
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+}
+
+// aguiPart is an AG-UI 1.0 content part of a user message: text, or an
+// image by URL.
+type aguiPart struct {
+	Type   string         `json:"type"` // "text" or "image"
+	Text   *string        `json:"text,omitempty"`
+	Source *aguiURLSource `json:"source,omitempty"`
+}
+
+type aguiURLSource struct {
+	Type     string `json:"type"` // always "url"
+	Value    string `json:"value"`
+	MimeType string `json:"mimeType,omitempty"`
+}
+
+// contentParts returns the content of user message m, which carries
+// images, as AG-UI content parts: its text, then each image by URL (where
+// kerneld serves the images it keeps, ImagePath; the client's own URL
+// otherwise), as the live stream's kerneld.message.images names them.
+func contentParts(m *Message) []aguiPart {
+	var parts []aguiPart
+	if m.Content != "" {
+		parts = append(parts, aguiPart{Type: "text", Text: &m.Content})
+	}
+	for _, ref := range m.Images {
+		src := aguiURLSource{Type: "url", Value: ref.URL, MimeType: ref.MediaType}
+		if ref.Hash != "" {
+			src.Value = ImagePath(m.SessionID, ref.Hash)
+		}
+		parts = append(parts, aguiPart{Type: "image", Source: &src})
+	}
+	return parts
+}
+
+// ImagePath is the path at which kerneld serves image hash of session
+// id ("GET /sessions/{id}/images/{hash}"). Messages name their images by
+// it wherever they leave kerneld, so that a client can show them.
+func ImagePath(sessionID, hash string) string {
+	return "/sessions/" + PublicID(sessionID) + "/images/" + hash
 }
 
 // aguiMessageMeta is kerneld's envelope on a message, as on an event.
@@ -60,11 +100,13 @@ func MessagesSnapshot(msgs []Message) Event {
 func toAGUIMessage(m *Message) aguiMessage {
 	a := aguiMessage{ID: m.ID, Role: m.Role, ToolCallID: m.ToolCallID}
 	a.Metadata.Kerneld.RunID = m.RunID
-	content := m.Content
 	// An assistant turn made only of tool calls has no content; every
 	// other role requires it, even empty.
-	if m.Role != RoleAssistant || content != "" {
-		a.Content = &content
+	if m.Role != RoleAssistant || m.Content != "" {
+		a.Content = m.Content
+	}
+	if len(m.Images) > 0 {
+		a.Content = contentParts(m)
 	}
 	for _, c := range m.ToolCalls {
 		a.ToolCalls = append(a.ToolCalls, aguiToolCall{ID: c.ID, Type: "function",

@@ -7,25 +7,38 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// talkingAgent answers slowly enough for kerneld to be killed mid-answer.
-const talkingAgent = `
+// talkingAgent answers slowly enough for kerneld to be killed mid-answer:
+// the test kills it once the console shows five words, and the answer's
+// other words take seconds more, so that a loaded machine, slow to pass
+// "step kill" from the browser to the test, still kills it mid-answer.
+var talkingAgent = `
 name: talking
 description: Counts, slowly.
 model:
   provider: scripted
-  token_delay: 60ms
+  token_delay: 50ms
   script:
     - {text: "` + talkingAnswer + `"}
 `
 
-const talkingAnswer = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen " +
-	"sixteen seventeen eighteen nineteen twenty"
+var talkingAnswer = countTo(100)
+
+// countTo returns "1 2 3 ... n".
+func countTo(n int) string {
+	words := make([]string, n)
+	for i := range words {
+		words[i] = strconv.Itoa(i + 1)
+	}
+	return strings.Join(words, " ")
+}
 
 // TestConsole_ResumedAfterKill kills the kerneld process serving the
 // console (SIGKILL, as kill -9) while an answer streams, and starts it

@@ -310,7 +310,12 @@ function snapshotItems(state, m, changed) {
     });
     return;
   }
-  if (m.content) {
+  if (Array.isArray(m.content)) { // a user message with images: its text, then each image by URL
+    const text = m.content.filter((p) => p.type === "text").map((p) => p.text).join("");
+    const images = m.content.filter((p) => p.type === "image" && p.source)
+      .map((p) => ({ src: p.source.value, kept: p.source.value.startsWith("/sessions/") }));
+    add(state, { kind: "message", key: `m:${m.id}`, role: m.role, text, images, open: false }, changed);
+  } else if (m.content) {
     const from = m.role === "user" && m.content.startsWith(childResultPrefix) ? "Answer from a background child" : null;
     add(state, { kind: "message", key: `m:${m.id}`, role: m.role, from, text: m.content, open: false }, changed);
   }

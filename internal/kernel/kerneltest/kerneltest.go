@@ -169,6 +169,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Guards answers for the agents' guards; nil asks none.
 	Guards kernel.Guards
+	// Announcer hears what webhooks would announce; nil announces nothing.
+	Announcer kernel.Announcer
 }
 
 // Kernel is a test kernel with the pieces a test may want to reach.
@@ -200,7 +202,7 @@ func New(tb testing.TB, opts Options) *Kernel {
 		Limits: opts.Limits, Now: opts.Now, Retention: opts.Retention, Replication: opts.Replication,
 		Quotas: opts.Quotas, StallAfter: opts.StallAfter, Feed: opts.Feed, Titles: opts.Titles, Images: opts.Images,
 		SessionMCP: opts.SessionMCP,
-		Logger:     opts.Logger, Guards: opts.Guards,
+		Logger:     opts.Logger, Guards: opts.Guards, Announcer: opts.Announcer,
 	})
 	if err != nil {
 		tb.Fatalf("new kernel: %v", err)

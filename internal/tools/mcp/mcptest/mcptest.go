@@ -36,7 +36,11 @@ type noArgs struct{}
 // result; pid returns the server's process ID; crash calls crash mid-call.
 // echo says it only reads (readOnlyHint) and sleep that calling it again
 // does nothing more (idempotentHint); the others say neither.
-func NewServer(crash func()) *mcpsdk.Server {
+func NewServer(crash func()) *mcpsdk.Server { return newServer(crash, func() {}) }
+
+// newServer is NewServer calling sleepCancelled when a sleep call's
+// context ends before its sleep does: the client gave up on the call.
+func newServer(crash, sleepCancelled func()) *mcpsdk.Server {
 	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "kerneld-test", Version: "1"}, nil)
 	mcpsdk.AddTool(srv, &mcpsdk.Tool{Name: "echo", Description: "Returns its message.",
 		Annotations: &mcpsdk.ToolAnnotations{ReadOnlyHint: true}},
@@ -50,6 +54,7 @@ func NewServer(crash func()) *mcpsdk.Server {
 			case <-time.After(time.Duration(in.MS) * time.Millisecond):
 				return textResult("slept"), nil, nil
 			case <-ctx.Done():
+				sleepCancelled()
 				return nil, nil, ctx.Err()
 			}
 		})
@@ -81,6 +86,9 @@ type HTTPServer struct {
 	*httptest.Server
 	mu      sync.Mutex
 	headers []http.Header
+	// cancelled receives once for each sleep call whose context ended
+	// before its sleep did.
+	cancelled chan struct{}
 }
 
 // ServeHTTP starts an HTTP test server, closed when the test ends (start it
@@ -88,9 +96,14 @@ type HTTPServer struct {
 // crash tool does nothing: it shares the test's process.
 func ServeHTTP(tb testing.TB) *HTTPServer {
 	tb.Helper()
-	srv := NewServer(func() {})
+	ts := &HTTPServer{cancelled: make(chan struct{}, 64)}
+	srv := newServer(func() {}, func() {
+		select {
+		case ts.cancelled <- struct{}{}:
+		default: // nobody is counting that many
+		}
+	})
 	h := mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return srv }, nil)
-	ts := &HTTPServer{}
 	ts.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ts.mu.Lock()
 		ts.headers = append(ts.headers, r.Header.Clone())
@@ -106,6 +119,10 @@ func ServeHTTP(tb testing.TB) *HTTPServer {
 	})
 	return ts
 }
+
+// SleepCancelled receives once for each sleep call the server saw
+// cancelled: its caller stopped waiting before the sleep was over.
+func (ts *HTTPServer) SleepCancelled() <-chan struct{} { return ts.cancelled }
 
 // RequestHeaders returns the headers of every request so far.
 func (ts *HTTPServer) RequestHeaders() []http.Header {

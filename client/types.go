@@ -374,6 +374,18 @@ type ToolCall struct {
 type MessagePage struct {
 	Data       []Message `json:"data"`
 	NextCursor string    `json:"next_cursor"`
+	// Context is what the model sees before the history.
+	Context ConversationContext `json:"context"`
+}
+
+// ConversationContext is what the model sees before a session's history:
+// its agent's system prompt, the session's own instructions, and the
+// system prompt they make together ("" for an agent no longer
+// configured). Memory and a run's context are added at each model call.
+type ConversationContext struct {
+	SystemPrompt string `json:"system_prompt"`
+	Instructions string `json:"instructions"`
+	System       string `json:"system"`
 }
 
 // MemoryEntry is one key of a session's memory.

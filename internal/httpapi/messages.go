@@ -1,10 +1,52 @@
 package httpapi
 
 import (
+	"net/http"
 	"time"
 
+	"github.com/kerneld/kerneld/internal/kernel"
 	"github.com/kerneld/kerneld/internal/session"
 )
+
+// messageListResponse is the answer of GET /sessions/{id}/messages: a page
+// of the history, and the context the model sees beside it.
+type messageListResponse struct {
+	listResponse[messageResponse]
+	Context conversationContext `json:"context"`
+}
+
+// conversationContext is what the model sees before the history: the
+// agent's system prompt, the session's own instructions, and the two as
+// one system prompt (memory and a run's context are added per call).
+type conversationContext struct {
+	SystemPrompt *string `json:"system_prompt"`
+	Instructions *string `json:"instructions"`
+	System       *string `json:"system"`
+}
+
+// handleMessageList handles "GET /sessions/{id}/messages".
+func (s *Server) handleMessageList(w http.ResponseWriter, r *http.Request) error {
+	page, err := pageRequest(r)
+	if err != nil {
+		return err
+	}
+	sess, err := s.kernel.GetSession(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	p, err := s.kernel.Messages(r.Context(), r.PathValue("id"), page)
+	if err != nil {
+		return err
+	}
+	out := messageListResponse{listResponse: toList(p, toMessageResponse)}
+	out.Context.Instructions = nullable(sess.Instructions)
+	if spec, err := s.kernel.Agent(sess.Agent); err == nil { // an agent no longer configured has none to show
+		out.Context.SystemPrompt = &spec.SystemPrompt
+		system := kernel.SessionSystemPrompt(spec, sess)
+		out.Context.System = &system
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
 
 type toolCallResponse struct {
 	ID        string `json:"id"`

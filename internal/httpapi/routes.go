@@ -66,7 +66,7 @@ func (s *Server) routes() chi.Router {
 			r.Get("/sessions/{id}/runs/{run_id}/approvals", s.handle(s.handleApprovalList))
 			r.Post("/sessions/{id}/runs/{run_id}/approvals/{tool_call_id}", s.handle(s.handleApprovalDecide))
 			r.Get("/approvals", s.handle(s.handleInbox))
-			r.Get("/sessions/{id}/messages", s.handle(sessionList(s.kernel.Messages, toMessageResponse)))
+			r.Get("/sessions/{id}/messages", s.handle(s.handleMessageList))
 			r.Get("/sessions/{id}/transcript", s.handle(s.handleSessionTranscript))
 			r.Post("/sessions/{id}/schedules", s.handle(s.handleScheduleCreate))
 			r.Get("/sessions/{id}/schedules", s.handle(s.handleScheduleList))

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -306,22 +305,6 @@ func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-// sessionList is the handler of a paged list of one session's items, such
-// as "GET /sessions/{id}/runs": list reads a page, conv shapes each item.
-func sessionList[T, R any](list func(context.Context, string, kernel.PageRequest) (kernel.Page[T], error), conv func(T) R) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		page, err := pageRequest(r)
-		if err != nil {
-			return err
-		}
-		p, err := list(r.Context(), r.PathValue("id"), page)
-		if err != nil {
-			return err
-		}
-		return writeJSON(w, http.StatusOK, toList(p, conv))
-	}
 }
 
 // pageRequest reads ?limit= and ?cursor=.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kerneld/kerneld/internal/agents"
 	"github.com/kerneld/kerneld/internal/errdefs"
 	"github.com/kerneld/kerneld/internal/llm"
 	"github.com/kerneld/kerneld/internal/session"
@@ -131,6 +132,13 @@ func validateInstructions(s string) error {
 
 // withInstructions appends the session's instructions to the agent's
 // system prompt.
+// SessionSystemPrompt is the system prompt every model call of session s
+// starts from: its agent's, with the session's own instructions (memory
+// and a run's context are added per call).
+func SessionSystemPrompt(spec agents.Spec, s session.Session) string {
+	return withInstructions(spec.SystemPrompt, s.Instructions)
+}
+
 func withInstructions(system, instructions string) string {
 	if strings.TrimSpace(instructions) == "" {
 		return system

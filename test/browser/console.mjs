@@ -717,6 +717,36 @@ const scenarios = {
     return { id };
   },
 
+  // clear: a conversation cleared from its settings; this tab and another
+  // showing the session reset their view, then go on from the clear.
+  async clear(page) {
+    const id = await newSession(page, "echo");
+    await send(page, "before the clear");
+    await waitIdle(page, "completed");
+    const other = await page.context().newPage();
+    await other.goto(page.url());
+    await other.waitForSelector("#conversation .msg-assistant");
+    await waitIdle(other, "completed");
+    await page.click("#settings-toggle");
+    page.once("dialog", (d) => d.accept());
+    await page.click("#clear-session:not([hidden])");
+    const reset = (tab) => tab.waitForFunction(() =>
+      document.querySelectorAll("#conversation .msg").length === 0 &&
+      document.querySelector("#conversation .note") !== null);
+    await reset(page);
+    await reset(other);
+    const cleared = await transcript(page);
+    const otherCleared = await transcript(other);
+    await page.fill("#input", "after the clear");
+    await page.press("#input", "Enter");
+    const answered = (tab) => tab.waitForFunction(() => document.querySelectorAll("#conversation .msg").length === 2);
+    await answered(page);
+    await answered(other);
+    await waitIdle(page, "completed");
+    await waitIdle(other, "completed");
+    return { id, cleared, otherCleared, transcript: await transcript(page), other: await transcript(other) };
+  },
+
   // refused: without a key the console shows the 401's detail; with one it works.
   async refused(page) {
     await page.waitForSelector("#global-problem:not([hidden])");

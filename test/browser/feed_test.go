@@ -209,3 +209,59 @@ func TestConsole_Instructions(t *testing.T) {
 		t.Errorf("session instructions %q, want those saved in the settings", s.Instructions)
 	}
 }
+
+// TestConsole_Clear: Clear conversation in a session's settings empties
+// it in place; the tab that cleared it and another tab showing it reset
+// their views from the session's events, without reading the session
+// again, and both go on with the next run. The console's runs say they
+// came from the console.
+func TestConsole_Clear(t *testing.T) {
+	b := needBrowser(t)
+	k := startKerneld(t, httpapi.Options{})
+	res := b.play(t, k, "clear")
+	var got struct {
+		Cleared      []item `json:"cleared"`
+		OtherCleared []item `json:"otherCleared"`
+	}
+	if err := json.Unmarshal(res.Raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	for name, items := range map[string][]item{"this tab": got.Cleared, "the other tab": got.OtherCleared} {
+		equal(t, name+" once cleared", kinds(items), []string{"note"})
+		if len(items) == 1 && !strings.Contains(items[0].Text, "cleared") {
+			t.Errorf("%s's note %q does not say the conversation was cleared", name, items[0].Text)
+		}
+	}
+	for name, items := range map[string][]item{"this tab": res.Transcript, "the other tab": res.Other} {
+		equal(t, name+" after the next run", kinds(items), []string{"note", "message", "message"})
+	}
+	snapshots := 0
+	for _, q := range res.Streams {
+		if strings.Contains(q, "snapshot=messages") {
+			snapshots++
+		}
+	}
+	if snapshots != 2 {
+		t.Errorf("event stream requests %q: want one snapshot per tab, and the clear drawn from the events", res.Streams)
+	}
+
+	ctx := tenantContext(t)
+	page, err := k.kernel.Messages(ctx, res.ID, kernel.PageRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, m := range page.Items {
+		roles = append(roles, string(m.Role))
+	}
+	equal(t, "the history kerneld shows", roles, []string{"compaction", "user", "assistant"})
+	runs, err := k.kernel.ListRuns(ctx, res.ID, kernel.PageRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sources []string
+	for _, r := range runs.Items {
+		sources = append(sources, r.Kind+":"+r.Source)
+	}
+	equal(t, "the runs, newest first, as kind:source", sources, []string{":console", "clear:", ":console"})
+}

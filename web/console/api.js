@@ -91,8 +91,10 @@ export const deleteSession = (id) => request("DELETE", `/sessions/${enc(id)}`);
 // interrupt, steer); agent, another agent of the session's agents to
 // answer, or null for the session's own. The idempotency key makes a
 // retried click safe.
+// The run records that its input came from the console (source), as the
+// CLI's say cli.
 export function sendInput(id, input, ifBusy, idempotencyKey, agent) {
-  return request("POST", `/sessions/${enc(id)}/run`, { input, if_busy: ifBusy || null, agent: agent || null },
+  return request("POST", `/sessions/${enc(id)}/run`, { input, if_busy: ifBusy || null, agent: agent || null, source: "console" },
     idempotencyKey ? { "Idempotency-Key": idempotencyKey } : {});
 }
 

@@ -471,7 +471,8 @@ function fillSettings(session) {
   const hasInstructions = "instructions" in session;
   $("instructions-field").hidden = !hasInstructions;
   if (hasInstructions) $("instructions-input").value = session.instructions || "";
-  // Clear conversation stays hidden until kerneld has POST /sessions/{id}/clear.
+  // A closed session takes no runs, a clear's included.
+  $("clear-session").hidden = session.state === "closed";
 }
 
 const modeText = {
@@ -508,15 +509,15 @@ async function saveSettings(e) {
   }
 }
 
-// clearConversation empties the session's history in place.
+// clearConversation empties the session's history in place. The view
+// resets when its stream brings kerneld.session.cleared, as every other
+// tab's does (a parked stream is woken by the feed): nothing is reloaded.
 function clearConversation() {
   if (!confirm("Clear this conversation? Its messages go; the session, its settings and its memory stay.")) return;
+  const s = current;
   control($("clear-session"), async () => {
-    await api.clearSession(current.id);
-    const s = current;
-    s.stream.close();
-    forget(s.id);
-    startReading(freshStart()); // draw it anew: the history is gone
+    await api.clearSession(s.id);
+    s.stream.wake(); // the clear's events follow at once, not when the feed tells
     return null;
   });
 }
@@ -557,7 +558,7 @@ function openInbox() {
 function onFeedChange(ev) {
   if (changesInbox(ev)) refreshInbox();
   if (ev && current && ev.session.id === current.id &&
-      ["session.titled", "session.updated", "session.closed", "session.deleted", "session.status", "run.ended"].includes(ev.type)) {
+      ["session.titled", "session.updated", "session.cleared", "session.closed", "session.deleted", "session.status", "run.ended"].includes(ev.type)) {
     refreshSession();
   }
   if (current) wakeIfBehind(current);

@@ -209,9 +209,25 @@ const handlers = {
       case "kerneld.run.resumed":
         resumed(state, v, changed);
         break;
+      case "kerneld.session.cleared":
+        cleared(state, v, runId, changed);
+        break;
     }
   },
 };
+
+// cleared folds kerneld.session.cleared: the conversation was emptied in
+// place (from this tab or any other client), so what was drawn of it
+// goes, and a note says why. The run that cleared it answered nothing:
+// Regenerate has nothing to answer again until the next run.
+function cleared(state, v, runId, changed) {
+  state.items = [];
+  state.lastRunId = null;
+  state.clearRunId = runId;
+  changed.add(replacedAll);
+  const memory = v.memory ? "and its memory were" : "was";
+  add(state, { kind: "note", key: `cleared:${v.messageId}`, text: `The conversation ${memory} cleared: the agent starts afresh.` }, changed);
+}
 
 // childResult folds kerneld.child.result: the background child's item
 // says how it ended, and the input that follows (its answer, which
@@ -273,7 +289,7 @@ function resumed(state, v, changed) {
 
 function endRun(state, runId, changed, outcome, error) {
   if (state.activeRunId === runId) state.activeRunId = null;
-  state.lastRunId = runId; // the run Regenerate answers again
+  if (runId !== state.clearRunId) state.lastRunId = runId; // the run Regenerate answers again
   // A run that answered needs no marker; any other ending is said plainly.
   if (outcome !== "succeeded") add(state, { kind: "end", key: `end:${runId}`, runId, outcome, error }, changed);
   // Whatever still waits for a decision was cancelled with the run.

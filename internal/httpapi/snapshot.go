@@ -37,7 +37,7 @@ func (st *stream) takeSnapshot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ev := session.MessagesSnapshot(snap.Messages)
+	ev := session.MessagesSnapshot(snap.Messages, snap.Agent)
 	ev.SessionID, ev.RunID, ev.Time, ev.Seq = st.req.sessionID, snap.RunID, time.Now(), snap.After
 	st.req.after, st.sent = snap.After, snap.After
 	if snap.RunID != "" {

@@ -316,7 +316,7 @@ func (k *Kernel) seedFork(ctx context.Context, token int64, f *session.Session, 
 	}
 	// A fork of a cleared history shows, as its source does, nothing
 	// before the clear; it keeps the messages, at their positions.
-	start := []session.Event{forkStarted(f, run.ID, msgs), session.MessagesSnapshot(session.AfterClear(msgs, f.ClearedAt))}
+	start := []session.Event{forkStarted(f, run.ID, msgs), session.MessagesSnapshot(session.AfterClear(msgs, f.ClearedAt), f.Agent)}
 	if err := k.emit(ctx, token, f.ID, run.ID, start...); err != nil {
 		return err
 	}

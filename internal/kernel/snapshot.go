@@ -26,6 +26,8 @@ type Snapshot struct {
 	// RunID is the run in progress, whose RUN_STARTED is event After+1, or
 	// "" when no run is in progress.
 	RunID string
+	// Agent is the session's own agent: Messages written by another say so.
+	Agent string
 }
 
 // MessagesSnapshot returns the session's snapshot. It reads only the store,
@@ -50,6 +52,7 @@ func (k *Kernel) MessagesSnapshot(ctx context.Context, sessionID string) (Snapsh
 		return Snapshot{}, err
 	}
 	snap.Messages = session.AfterClear(snap.Messages, s.ClearedAt)
+	snap.Agent = s.Agent
 	return snap, nil
 }
 

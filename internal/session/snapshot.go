@@ -74,6 +74,7 @@ type aguiMessageMeta struct {
 	Kerneld struct {
 		RunID   string `json:"runId"`
 		IsError bool   `json:"isError,omitempty"`
+		Agent   string `json:"agent,omitempty"`
 	} `json:"kerneld"`
 }
 
@@ -81,14 +82,17 @@ type aguiMessageMeta struct {
 // messages. Each message keeps its id, the messageId its events carried,
 // so a client that applies the snapshot and then events holds each message
 // once. A message's run is in its metadata.kerneld.runId; a failed tool
-// result carries its content as error too, and metadata.kerneld.isError.
-func MessagesSnapshot(msgs []Message) Event {
+// result carries its content as error too, and metadata.kerneld.isError;
+// an assistant message written by another agent than own, the session's
+// agent, names it in metadata.kerneld.agent, as the RUN_STARTED of that
+// agent's run does.
+func MessagesSnapshot(msgs []Message, own string) Event {
 	out := make([]aguiMessage, 0, len(msgs))
 	for i := range msgs {
 		if msgs[i].Role == RoleCompaction {
 			continue // kerneld's own record, which AG-UI has no role for
 		}
-		out = append(out, toAGUIMessage(&msgs[i]))
+		out = append(out, toAGUIMessage(&msgs[i], own))
 	}
 	b, err := json.Marshal(out)
 	if err != nil { // strings and slices only: never
@@ -97,9 +101,12 @@ func MessagesSnapshot(msgs []Message) Event {
 	return newObject(EventMessagesSnapshot).raw("messages", b).event(EventMessagesSnapshot)
 }
 
-func toAGUIMessage(m *Message) aguiMessage {
+func toAGUIMessage(m *Message, own string) aguiMessage {
 	a := aguiMessage{ID: m.ID, Role: m.Role, ToolCallID: m.ToolCallID}
 	a.Metadata.Kerneld.RunID = m.RunID
+	if m.Role == RoleAssistant && m.Agent != own {
+		a.Metadata.Kerneld.Agent = m.Agent
+	}
 	// An assistant turn made only of tool calls has no content; every
 	// other role requires it, even empty.
 	if m.Role != RoleAssistant || m.Content != "" {

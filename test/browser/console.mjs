@@ -305,7 +305,12 @@ const scenarios = {
     await page.waitForFunction(() => document.querySelectorAll("#conversation .msg").length === 4);
     await waitIdle(page, "completed");
     await shot(page, "handoff-1280");
-    return { id, agents, transcript: await transcript(page) };
+    // A new tab draws the conversation from a snapshot, which names critic too.
+    const other = await page.context().newPage();
+    await other.goto(`${base}/#/s/${encodeURIComponent(id)}`);
+    await other.waitForSelector(".stream-status.status-live");
+    await other.waitForFunction(() => document.querySelectorAll("#conversation .msg").length === 4);
+    return { id, agents, transcript: await transcript(page), other: await transcript(other) };
   },
   // image: an image file sent with a message shows under its text.
   async image(page) {

@@ -297,18 +297,20 @@ func (r *kernelRunner) Run(ctx context.Context, req schedule.RunRequest) (schedu
 // TestConsole_Handoff: a writer session offers its peer critic under
 // "Answered by" with nothing set up beforehand; picking it hands the
 // next input to critic, which sees the same conversation, and each
-// answer says who wrote it.
+// answer says who wrote it, also in a tab that draws it from a snapshot.
 func TestConsole_Handoff(t *testing.T) {
 	b := needBrowser(t)
 	k := startKerneldWith(t, extras{agents: []string{writerAgent, criticAgent}}, httpapi.Options{})
-	res := b.play(t, k, "handoff")
+	res := b.play(t, k, "handoff", "SHOTS="+shotsDir(t))
 	f := flowOf(t, res)
 
 	equal(t, "Answered by", f.Agents, []string{"writer", "critic"})
-	equal(t, "conversation", whoSaid(res.Transcript), []string{
+	said := []string{
 		"You: a haiku about queues", "assistant: Draft: a haiku about queues",
 		"You: too long?", "critic: Critique: too long?",
-	})
+	}
+	equal(t, "conversation", whoSaid(res.Transcript), said)
+	equal(t, "conversation in a new tab, from a snapshot", whoSaid(res.Other), said)
 	s, err := k.kernel.GetSession(tenantContext(t), res.ID)
 	if err != nil {
 		t.Fatal(err)

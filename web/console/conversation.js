@@ -317,7 +317,9 @@ function snapshotItems(state, m, changed) {
     add(state, { kind: "message", key: `m:${m.id}`, role: m.role, text, images, open: false }, changed);
   } else if (m.content) {
     const from = m.role === "user" && m.content.startsWith(childResultPrefix) ? "Answer from a background child" : null;
-    add(state, { kind: "message", key: `m:${m.id}`, role: m.role, from, text: m.content, open: false }, changed);
+    // Another agent than the session's wrote it: kerneld names it.
+    const agent = (m.role === "assistant" && m.metadata && m.metadata.kerneld && m.metadata.kerneld.agent) || null;
+    add(state, { kind: "message", key: `m:${m.id}`, role: m.role, agent, from, text: m.content, open: false }, changed);
   }
   for (const c of m.toolCalls || []) {
     add(state, { kind: "tool", key: `t:${c.id}`, id: c.id, name: c.function.name, args: c.function.arguments, result: null, isError: false }, changed);

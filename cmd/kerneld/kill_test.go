@@ -79,7 +79,7 @@ func startProcess(t *testing.T, bin, dataDir, agentsDir string) *process {
 // waitReady polls /readyz until kerneld has opened and recovered its store.
 func waitReady(t *testing.T, base string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(startTimeout)
 	for time.Now().Before(deadline) {
 		if res, err := http.Get(base + "/readyz"); err == nil {
 			res.Body.Close()

@@ -39,10 +39,15 @@ func (b *syncBuffer) String() string {
 
 var listening = regexp.MustCompile(`msg="kerneld listening" addr=(\S+)`)
 
+// startTimeout bounds how long a test waits for kerneld to listen and be
+// ready: with -race on a loaded machine, opening and recovering a store
+// has taken more than 15 s.
+const startTimeout = 60 * time.Second
+
 // waitAddr waits for the "listening" log line and returns the address.
 func waitAddr(t *testing.T, logs func() string) string {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(startTimeout)
 	for time.Now().Before(deadline) {
 		if m := listening.FindStringSubmatch(logs()); m != nil {
 			return m[1]
@@ -224,7 +229,7 @@ func TestRun_MetricsAddr(t *testing.T) {
 	}()
 	base := "http://" + waitAddr(t, logs.String)
 	var metricsBase string
-	for deadline := time.Now().Add(15 * time.Second); metricsBase == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(startTimeout); metricsBase == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if m := metricsListening.FindStringSubmatch(logs.String()); m != nil {
 			metricsBase = "http://" + m[1]
 		}

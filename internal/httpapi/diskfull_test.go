@@ -39,13 +39,14 @@ model: {provider: scripted, token_delay: 10ms, script: [{text: "` +
 // (kerneld.run.resumed, store_outage) and ends with its whole answer, the
 // stream shows it with no gap, and the session takes runs again. The
 // lease TTL, which bounds how long a run retries its writes before it
-// pauses, is short so the test is.
+// pauses, is short so the test is, but long enough that renewals starved
+// on a loaded machine do not let the lease lapse.
 func TestDiskFull_MidRun(t *testing.T) {
 	db, err := sqlite.Open(t.Context(), sqlite.Options{Path: filepath.Join(t.TempDir(), "kerneld.db")})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() }) // after the kernel's cleanup, which comes later
 	ts := newServer(t, serverOptions{kernel: kerneltest.Options{Store: db,
-		Agents: []string{kerneltest.Echo, fillerAgent}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Replication: kernel.Replication{LeaseTTL: 300 * time.Millisecond}}})
+		Agents: []string{kerneltest.Echo, fillerAgent}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Replication: kernel.Replication{LeaseTTL: 2 * time.Second}}})
 	id := ts.createSession(t, "filler")
 	other := ts.createSession(t, "echo")
 	stream := ts.openStream(t, "GET", "/sessions/"+id+"/events", "")

@@ -469,7 +469,7 @@ func TestSessions_Delete(t *testing.T) {
 func TestSessions_DeleteCancelsRun(t *testing.T) {
 	rec := &eventRecorder{}
 	ts := newServer(t, serverOptions{kernel: kerneltest.Options{Observers: []kernel.Observer{rec}}})
-	id := ts.createSession(t, "slow")
+	id := ts.createSession(t, "waiter") // its run waits in a tool until cancelled
 	runID := ts.startRun(t, id, "go")
 	waitRunning(t, ts, id)
 

@@ -24,6 +24,9 @@ type activeRun struct {
 	// ending is set just before the run emits its terminal event: from
 	// then on a steer can no longer join it.
 	ending atomic.Bool
+	// endLogged is set once the run's terminal event is in the log, a
+	// moment before its record says it ended (see awaitRecordedEnd).
+	endLogged atomic.Bool
 	// paused is set once the run has stopped because the store refused its
 	// writes: until it goes on, its session refuses what would need them
 	// (see outage.go).

@@ -750,3 +750,56 @@ func testRunStoreFailsMidRun(t *testing.T) {
 	assert.Equal(t, session.RunSucceeded, next.State)
 	checkLog(t, s.ID, logOf(t, k.Kernel, s.ID))
 }
+
+// endGateStore holds the write that records a run's end until released,
+// widening the moment between a run's terminal event being logged and its
+// record saying it ended.
+type endGateStore struct {
+	kernel.Store
+	reached chan struct{} // closed when the end's write arrives
+	release chan struct{} // closed by the test to let it through
+	once    sync.Once
+}
+
+func (s *endGateStore) UpdateRun(ctx context.Context, r session.Run) error {
+	if r.State.Terminal() {
+		s.once.Do(func() { close(s.reached) })
+		<-s.release
+	}
+	return s.Store.UpdateRun(ctx, r)
+}
+
+// TestKernel_RunReadAfterItsEnd reads a run the moment its RUN_FINISHED is
+// observed, as a client following the stream does, while the write that
+// records the end on the run is held: the read waits for it and finds the
+// run ended, never still running.
+func TestKernel_RunReadAfterItsEnd(t *testing.T) {
+	gate := &endGateStore{Store: memory.New(), reached: make(chan struct{}), release: make(chan struct{})}
+	k, rec := newKernel(t, kerneltest.Options{Store: gate})
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(gate.release) }) }) // before the kernel closes
+	s := mustSession(t, k.Kernel, "echo")
+	run, _, err := k.Run(t.Context(), s.ID, kernel.RunRequest{Input: "hello"})
+	require.NoError(t, err)
+	rec.WaitRunEnd(t, s.ID, run.ID)
+	select {
+	case <-gate.reached:
+	case <-time.After(waitTimeout):
+		t.Fatal("the run's end was never recorded")
+	}
+	read := make(chan session.Run, 1)
+	go func() {
+		r, err := k.GetRun(context.Background(), s.ID, run.ID)
+		assert.NoError(t, err)
+		read <- r
+	}()
+	// Nothing says that the read is waiting, so give it a moment to answer
+	// early, which it must not do while the end is unrecorded.
+	select {
+	case r := <-read:
+		t.Fatalf("the run read %s before its end was recorded", r.State)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release.Do(func() { close(gate.release) })
+	assert.Equal(t, session.RunSucceeded, (<-read).State)
+}

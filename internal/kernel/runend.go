@@ -94,6 +94,7 @@ func (r *runner) end(err error) {
 		r.stopUnended(err)
 		return
 	}
+	r.ar.endLogged.Store(true)
 	if len(msgs) > 0 {
 		if err := r.record(msgs...); err != nil {
 			r.log.Error("record dangling tool calls", "err", err) // whoever takes the session records them from the log

@@ -377,6 +377,7 @@ func (k *Kernel) GetRun(ctx context.Context, sessionID, runID string) (session.R
 	if !validID(runID) && !session.ValidClientID(runID) {
 		return session.Run{}, notFound
 	}
+	k.awaitRecordedEnd(ctx, sessionID, runID)
 	r, err := k.store.GetRun(ctx, sessionID, runID)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return session.Run{}, notFound
@@ -385,6 +386,33 @@ func (k *Kernel) GetRun(ctx context.Context, sessionID, runID string) (session.R
 		return session.Run{}, fmt.Errorf("get run: %w", err)
 	}
 	return r, nil
+}
+
+// recordedEndWait bounds how long reading a run waits for its end to be
+// recorded; a store that stalls there leaves the run paused, not ended.
+const recordedEndWait = 2 * time.Second
+
+// awaitRecordedEnd waits, when this replica runs runID and has logged its
+// end, until the run's goroutine has recorded the end on the run. A run's
+// terminal event is logged, and streamed, a moment before its record says
+// it ended: without the wait a client that saw RUN_FINISHED and then read
+// the run could find it still running.
+func (k *Kernel) awaitRecordedEnd(ctx context.Context, sessionID, runID string) {
+	h := k.owner.get(sessionID)
+	if h == nil {
+		return
+	}
+	ar := h.current()
+	if ar == nil || ar.run.ID != runID || !ar.endLogged.Load() {
+		return
+	}
+	timer := time.NewTimer(recordedEndWait)
+	defer timer.Stop()
+	select {
+	case <-ar.done:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
 }
 
 // ListRuns returns a page of a session's runs, newest first.

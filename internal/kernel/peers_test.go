@@ -48,18 +48,20 @@ func TestPeers_ApprovalsPerAgent(t *testing.T) {
 	verifiedLog(t, k.Kernel, s.ID)
 }
 
-// spawnerPeer spawns two echo children in one turn, allows maxChildren
-// open children, and takes turns with peer.
+// spawnerPeer spawns two waiter children in the background in one turn,
+// allows maxChildren open children, and takes turns with peer. The
+// children wait until cancelled, so the first is still open when the
+// second is counted.
 func spawnerPeer(name, peer, maxChildren string) string {
 	return `
 name: ` + name + `
 model:
   provider: scripted
   script:
-    - {tool_calls: [{name: spawn_agent, arguments: {agent: echo, input: a}}, {name: spawn_agent, arguments: {agent: echo, input: b}}]}
+    - {tool_calls: [{name: spawn_agent, arguments: {agent: waiter, input: a, wait: false}}, {name: spawn_agent, arguments: {agent: waiter, input: b, wait: false}}]}
     - {text: "Spawned."}
-tools: [spawn_agent, current_time, memory_get, memory_set]
-child_agents: [echo]
+tools: [spawn_agent, wait, current_time, memory_get, memory_set]
+child_agents: [waiter]
 peers: [` + peer + `]
 limits: {max_children: ` + maxChildren + `}
 `
@@ -70,7 +72,7 @@ limits: {max_children: ` + maxChildren + `}
 // a guest allowed two spawns two on a session whose own agent allows one,
 // and the host's own run there is still held to one.
 func TestPeers_LimitsPerAgent(t *testing.T) {
-	k, rec := newKernel(t, kerneltest.Options{Agents: []string{kerneltest.Echo,
+	k, rec := newKernel(t, kerneltest.Options{Agents: []string{kerneltest.Waiter,
 		spawnerPeer("host", "guest", "1"), spawnerPeer("guest", "host", "2")}})
 	spawned := func(agent string) []bool {
 		s, err := k.CreateSession(t.Context(), kernel.CreateSession{Agent: "host", Agents: []string{"guest"}})
